@@ -1,0 +1,12 @@
+"""dagrun: a small, correct, fast Airflow-style orchestrator for data pipelines.
+
+The authoring API is all a DAG file needs::
+
+    from dagrun import DAG, task, BashTask, NonRetryableError
+"""
+
+from dagrun.dag import DAG, BashTask, PythonTask, task
+from dagrun.errors import NonRetryableError
+
+__all__ = ["DAG", "BashTask", "NonRetryableError", "PythonTask", "task"]
+__version__ = "0.1.0"

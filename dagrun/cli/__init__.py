@@ -1,0 +1,85 @@
+"""The ``dagrun`` command line: thin click commands over the library.
+
+Each command group lives in its own module; this one holds the global options and the single
+place where outcomes become exit codes: 0 ok, 1 the work ran but something failed, 2 bad
+input with a one-line error and no traceback (``--verbose`` shows one).
+"""
+
+from __future__ import annotations
+
+import sys
+
+import click
+
+from dagrun.cli.app import App, pass_app
+from dagrun.errors import DagrunError, UsageError
+
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option(
+    "--dags-folder",
+    envvar="DAGRUN_DAGS_FOLDER",
+    default="dags",
+    show_default=True,
+    type=click.Path(file_okay=False),
+    help="Folder holding the DAG files (env DAGRUN_DAGS_FOLDER).",
+)
+@click.option(
+    "--db",
+    envvar="DAGRUN_DB_URL",
+    default=None,
+    help="SQLAlchemy URL of the metadata database (env DAGRUN_DB_URL; "
+    "default: SQLite under DAGRUN_HOME, ./.dagrun).",
+)
+@click.option("--verbose", "-v", is_flag=True, help="Show tracebacks and debug logs.")
+@click.version_option(package_name="dagrun")
+@click.pass_context
+def cli(ctx: click.Context, dags_folder: str, db: str | None, verbose: bool) -> None:
+    """dagrun: a small, correct, fast orchestrator for data pipelines."""
+    ctx.obj = App(dags_folder=dags_folder, db_url=db, verbose=verbose)
+    ctx.call_on_close(ctx.obj.close)
+
+
+def _register() -> None:
+    from dagrun.cli import dags, db
+
+    for module in (dags, db):
+        for command in module.COMMANDS:
+            cli.add_command(command)
+
+
+_register()
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point: run the command and map its outcome to the documented exit code."""
+    verbose = "--verbose" in (argv or sys.argv) or "-v" in (argv or sys.argv)
+    try:
+        code = cli.main(args=argv, standalone_mode=False)
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        code = EXIT_FAILED
+    except click.exceptions.Exit as exc:
+        code = exc.exit_code
+    except click.ClickException as exc:
+        exc.show()
+        code = EXIT_USAGE
+    except UsageError as exc:
+        if verbose:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        code = EXIT_USAGE
+    except DagrunError as exc:
+        if verbose:
+            raise
+        click.echo(f"error: {exc}", err=True)
+        code = EXIT_FAILED
+    except KeyboardInterrupt:
+        click.echo("interrupted", err=True)
+        code = 130
+    sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "App", "cli", "main", "pass_app"]

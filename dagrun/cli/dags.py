@@ -1,0 +1,197 @@
+"""``dagrun dags ...``: list, show, next, errors, pause, unpause."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import click
+
+from dagrun.cli.app import App, echo_json, echo_table, iso, pass_app
+from dagrun.store import registry
+from dagrun.timetable import parse_cli_instant
+
+
+@click.group()
+def dags() -> None:
+    """Inspect and control the DAGs found in the dags folder."""
+
+
+@dags.command("list")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_app
+def list_dags(app: App, as_json: bool) -> None:
+    """DAGs found, with schedule, timezone, paused flag, next run, and import errors."""
+    app.sync()
+    with app.store.read() as conn:
+        rows = registry.active_dags(conn)
+        errors = registry.import_errors(conn)
+    if as_json:
+        echo_json([_dag_json(r) for r in rows])
+        return
+    if rows:
+        echo_table(
+            ["dag_id", "schedule", "timezone", "paused", "next run (local)", "file"],
+            [
+                [r.dag_id, r.spec.schedule_text, r.spec.timezone, _yes(r.is_paused),
+                 _next_run_local(r), _short(r.fileloc, app.folder)]
+                for r in rows
+            ],
+        )
+    else:
+        click.echo(f"no DAGs found in {app.folder}")
+    if errors:
+        click.echo(
+            f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True
+        )
+
+
+def _dag_json(r: registry.DagRow) -> dict:
+    next_date = _next_logical_date(r)
+    return {
+        "dag_id": r.dag_id,
+        "schedule": r.spec.schedule_text,
+        "timezone": r.spec.timezone,
+        "paused": r.is_paused,
+        "fileloc": r.fileloc,
+        "next_logical_date": iso(next_date),
+        "tags": list(r.spec.tags),
+        "tasks": len(r.spec.tasks),
+    }
+
+
+def _next_logical_date(r: registry.DagRow) -> datetime | None:
+    """The next logical date the scheduler will create (its cursor), or the first one."""
+    after = r.next_logical_date - timedelta(microseconds=1) if r.next_logical_date else None
+    first = r.spec.timetable.next_interval(after)
+    return first.start if first else None
+
+
+def _next_run_local(r: registry.DagRow) -> str:
+    value = _next_logical_date(r)
+    if value is None:
+        return "-"
+    return value.astimezone(r.spec.timetable.tz).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _yes(flag: bool) -> str:
+    return "yes" if flag else "no"
+
+
+def _short(path: str, folder: str) -> str:
+    return path[len(folder) + 1 :] if path.startswith(folder + "/") else path
+
+
+@dags.command("show")
+@click.argument("dag_id")
+@pass_app
+def show_dag(app: App, dag_id: str) -> None:
+    """Tasks in topological order with their upstreams."""
+    app.sync()
+    with app.store.read() as conn:
+        row = registry.get_dag(conn, dag_id)
+    spec = row.spec
+    click.echo(f"DAG {spec.dag_id}  schedule {spec.schedule_text}  timezone {spec.timezone}")
+    click.echo(f"file {row.fileloc}")
+    echo_table(
+        ["#", "task_id", "kind", "upstream", "trigger_rule", "retries"],
+        [
+            [i, t.task_id, t.kind, ", ".join(t.upstream) or "-", t.trigger_rule, t.retries]
+            for i, t in enumerate(spec.tasks, 1)
+        ],
+    )
+
+
+@dags.command("next")
+@click.argument("dag_id")
+@click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 10000))
+@click.option("--after", default=None, help="Instant to start after (default now).")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_app
+def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: bool) -> None:
+    """The next N logical dates strictly after --after, with due times; DST changes marked."""
+    app.sync()
+    with app.store.read() as conn:
+        spec = registry.get_dag(conn, dag_id).spec
+    tt = spec.timetable
+    start = parse_cli_instant(after, tt.tz) if after else datetime.now(UTC)
+    occurrences = tt.occurrences(start, count)
+    if as_json:
+        echo_json(
+            [
+                {
+                    "logical_date": iso(o.interval.start),
+                    "data_interval_end": iso(o.interval.end),
+                    "local_logical_date": iso(o.interval.start.astimezone(tt.tz)),
+                    "local_data_interval_end": iso(o.interval.end.astimezone(tt.tz)),
+                    "dst_note": o.dst_note,
+                }
+                for o in occurrences
+            ]
+        )
+        return
+    if not occurrences:
+        click.echo(f"DAG {dag_id} has no upcoming runs ({spec.schedule_text})")
+        return
+    echo_table(
+        ["logical date (local)", "logical date (UTC)", "due (local)", "due (UTC)", "note"],
+        [
+            [_local(o.interval.start, tt.tz), _utc(o.interval.start),
+             _local(o.interval.end, tt.tz), _utc(o.interval.end), o.dst_note or ""]
+            for o in occurrences
+        ],
+    )
+
+
+def _local(value: datetime, tz) -> str:
+    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
+
+
+def _utc(value: datetime) -> str:
+    return value.astimezone(UTC).strftime("%Y-%m-%d %H:%MZ")
+
+
+@dags.command("errors")
+@click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@pass_app
+def dag_errors(app: App, as_json: bool) -> None:
+    """Every DAG file that failed to load, with the reason; exits 1 when there is one."""
+    app.sync()
+    with app.store.read() as conn:
+        errors = registry.import_errors(conn)
+    if as_json:
+        echo_json([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
+    else:
+        for e in errors:
+            where = f"{e.path}:{e.error_line}" if e.error_line else e.path
+            click.echo(f"{where}: {e.error}")
+        if not errors:
+            click.echo("no import errors")
+    if errors:
+        raise click.exceptions.Exit(1)
+
+
+def _set_paused(app: App, dag_id: str, paused: bool) -> None:
+    app.sync()
+    with app.store.write() as conn:
+        registry.set_paused(conn, dag_id, paused)
+        app.store.audit(conn, "pause" if paused else "unpause", dag_id)
+    click.echo(f"DAG {dag_id} {'paused' if paused else 'unpaused'}")
+
+
+@dags.command("pause")
+@click.argument("dag_id")
+@pass_app
+def pause(app: App, dag_id: str) -> None:
+    """Stop the scheduler from creating and starting runs of DAG."""
+    _set_paused(app, dag_id, True)
+
+
+@dags.command("unpause")
+@click.argument("dag_id")
+@pass_app
+def unpause(app: App, dag_id: str) -> None:
+    """Let the scheduler create and start runs of DAG again."""
+    _set_paused(app, dag_id, False)
+
+
+COMMANDS = [dags]

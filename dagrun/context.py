@@ -1,0 +1,110 @@
+"""The run context a task receives: dates in the DAG's timezone, ids, fencing for effects.
+
+A task callable declares the names it wants (``ds``, ``data_interval_start``, ``ctx`` ...);
+templates see the same names. While an attempt runs, ``current()`` returns its context so
+helpers such as partitions can fence their writes without the task passing anything along.
+"""
+
+from __future__ import annotations
+
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+from zoneinfo import ZoneInfo
+
+
+@dataclass(frozen=True)
+class TaskContext:
+    """Everything an attempt knows about itself (DESIGN section 2)."""
+
+    dag_id: str
+    task_id: str
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    try_number: int
+    params: dict[str, Any] = field(default_factory=dict)
+    fence_token: int = 0
+    ti_id: int | None = None
+    db_url: str | None = None
+
+    @property
+    def ds(self) -> str:
+        return self.logical_date.strftime("%Y-%m-%d")
+
+    @property
+    def ds_nodash(self) -> str:
+        return self.logical_date.strftime("%Y%m%d")
+
+    @property
+    def idempotency_key(self) -> str:
+        """Stable across retries and reruns of the same task and date: dedupe effects on it."""
+        return f"{self.dag_id}/{self.task_id}/{self.logical_date.isoformat()}"
+
+    @property
+    def ctx(self) -> TaskContext:
+        return self
+
+    def names(self) -> dict[str, Any]:
+        """The values by context name, for injection and for templates."""
+        return {
+            "ds": self.ds,
+            "ds_nodash": self.ds_nodash,
+            "logical_date": self.logical_date,
+            "data_interval_start": self.data_interval_start,
+            "data_interval_end": self.data_interval_end,
+            "run_id": self.run_id,
+            "dag_id": self.dag_id,
+            "task_id": self.task_id,
+            "try_number": self.try_number,
+            "params": self.params,
+            "ctx": self,
+            "idempotency_key": self.idempotency_key,
+            "fence_token": self.fence_token,
+        }
+
+
+def make_context(
+    *,
+    dag_id: str,
+    task_id: str,
+    run_id: str,
+    timezone: str,
+    logical_date: datetime,
+    data_interval_start: datetime,
+    data_interval_end: datetime,
+    try_number: int = 1,
+    params: dict[str, Any] | None = None,
+    fence_token: int = 0,
+    ti_id: int | None = None,
+    db_url: str | None = None,
+) -> TaskContext:
+    """Build a context with every instant converted to the DAG's timezone."""
+    tz = ZoneInfo(timezone)
+    return TaskContext(
+        dag_id=dag_id,
+        task_id=task_id,
+        run_id=run_id,
+        logical_date=logical_date.astimezone(tz),
+        data_interval_start=data_interval_start.astimezone(tz),
+        data_interval_end=data_interval_end.astimezone(tz),
+        try_number=try_number,
+        params=dict(params or {}),
+        fence_token=fence_token,
+        ti_id=ti_id,
+        db_url=db_url,
+    )
+
+
+_current: ContextVar[TaskContext | None] = ContextVar("dagrun_task_context", default=None)
+
+
+def current() -> TaskContext | None:
+    """The context of the attempt running in this process, if any."""
+    return _current.get()
+
+
+def set_current(context: TaskContext | None) -> None:
+    _current.set(context)

@@ -1,0 +1,95 @@
+"""The error hierarchy: one root, typed subclasses that carry the offending input.
+
+Every error a user can cause derives from :class:`DagrunError` and from the builtin it
+resembles, so callers may catch either. The CLI maps :class:`UsageError` subclasses to exit
+code 2 with a one-line message; anything else that escapes is a bug and shows a traceback
+only with ``--verbose``.
+"""
+
+from __future__ import annotations
+
+
+class DagrunError(Exception):
+    """Root of every error dagrun raises on purpose."""
+
+
+class UsageError(DagrunError):
+    """Bad input from the user (exit code 2)."""
+
+
+class DagDefinitionError(UsageError, ValueError):
+    """A DAG or task is defined wrongly (bad option, bad id, unknown context name...)."""
+
+    def __init__(self, message: str, *, dag_id: str | None = None, task_id: str | None = None):
+        where = ""
+        if dag_id and task_id:
+            where = f"task '{task_id}' in DAG '{dag_id}': "
+        elif task_id:
+            where = f"task '{task_id}': "
+        elif dag_id:
+            where = f"DAG '{dag_id}': "
+        super().__init__(where + message)
+        self.dag_id = dag_id
+        self.task_id = task_id
+
+
+class ScheduleError(UsageError, ValueError):
+    """A schedule, timezone or date that cannot be understood."""
+
+    def __init__(self, message: str, *, value: object = None):
+        super().__init__(message)
+        self.value = value
+
+
+class DagFileError(DagrunError):
+    """A DAG file failed to load; carries the file, the line where known, and the reason."""
+
+    def __init__(self, file: str, reason: str, line: int | None = None):
+        location = f"{file}:{line}" if line else file
+        super().__init__(f"{location}: {reason}")
+        self.file = file
+        self.reason = reason
+        self.line = line
+
+
+class DagNotFound(UsageError, LookupError):
+    """No DAG with this id was found in the dags folder."""
+
+    def __init__(self, dag_id: str):
+        super().__init__(f"unknown DAG '{dag_id}' (see `dagrun dags list`)")
+        self.dag_id = dag_id
+
+
+class TaskNotFound(UsageError, LookupError):
+    """The DAG has no task with this id."""
+
+    def __init__(self, dag_id: str, task_id: str):
+        super().__init__(f"DAG '{dag_id}' has no task '{task_id}' (see `dagrun dags show {dag_id}`)")
+        self.dag_id = dag_id
+        self.task_id = task_id
+
+
+class RunNotFound(UsageError, LookupError):
+    """No DAG run matches the given run id or date."""
+
+    def __init__(self, dag_id: str, what: str):
+        super().__init__(f"DAG '{dag_id}' has no run {what} (see `dagrun runs list {dag_id}`)")
+        self.dag_id = dag_id
+        self.what = what
+
+
+class StoreError(DagrunError):
+    """The metadata database cannot be reached or is not in the expected shape."""
+
+
+class LeaseLost(DagrunError):
+    """A guarded update changed no row: the attempt no longer owns its task instance."""
+
+    def __init__(self, ti_id: int, fence_token: int):
+        super().__init__(f"task instance {ti_id} lost its lease (fence token {fence_token})")
+        self.ti_id = ti_id
+        self.fence_token = fence_token
+
+
+class NonRetryableError(Exception):
+    """Raise from a task to fail the attempt with no retry (bad input, 4xx-style errors)."""

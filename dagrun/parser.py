@@ -1,0 +1,241 @@
+"""DAG file discovery and isolated import.
+
+Each file is imported in a forked child process under a module name of its own, with its
+folder importable for helper modules, so a file that crashes, hangs or pollutes
+``sys.modules`` cannot hurt the caller or the other files. The child imports one file at a
+time and answers per file; if a file does not finish within the time limit the child is
+killed, the file is reported, and a fresh child carries on with the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import multiprocessing
+import os
+import sys
+import traceback
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from pathlib import Path
+
+import networkx as nx
+
+from dagrun.dag import DAG, collect_dags
+from dagrun.errors import DagFileError
+from dagrun.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
+
+DEFAULT_TIMEOUT = float(os.environ.get("DAGRUN_PARSE_TIMEOUT", "30"))
+
+
+@dataclass
+class FileResult:
+    """What importing one file produced: its DAGs, or the reason it failed."""
+
+    path: str
+    content_hash: str
+    dags: list[DagSpec] = field(default_factory=list)
+    error: DagFileError | None = None
+
+
+def discover(folder: str | os.PathLike) -> dict[str, str]:
+    """Every ``*.py`` below ``folder`` (hidden folders and caches skipped) -> content hash."""
+    root = Path(folder)
+    found: dict[str, str] = {}
+    if not root.is_dir():
+        return found
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
+        for name in sorted(filenames):
+            if name.endswith(".py") and not name.startswith("."):
+                path = os.path.abspath(os.path.join(dirpath, name))
+                found[path] = file_hash(path)
+    return found
+
+
+def file_hash(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha1(handle.read()).hexdigest()
+
+
+def module_name(path: str) -> str:
+    """A unique, stable module name per file, so two ``utils.py`` never collide."""
+    return "dagrun_file_" + hashlib.sha1(path.encode()).hexdigest()[:16]
+
+
+def import_file(path: str) -> list[DAG]:
+    """Import one DAG file in this process and return the DAGs it built."""
+    import importlib.util
+
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    dags = collect_dags()
+    spec = importlib.util.spec_from_file_location(module_name(path), path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return list(dags)
+
+
+def build_spec(dag: DAG, path: str) -> DagSpec:
+    """Check the graph (cycles) and freeze a DAG into its serialisable spec."""
+    graph = nx.DiGraph()
+    order = {task_id: i for i, task_id in enumerate(dag.tasks)}
+    graph.add_nodes_from(dag.tasks)
+    for task in dag.tasks.values():
+        graph.add_edges_from((up, task.task_id) for up in task.upstream_ids)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        names = [edge[0] for edge in cycle] + [cycle[0][0]]
+        raise DagFileError(
+            path, f"DAG '{dag.dag_id}' has a cycle: {' -> '.join(names)}", dag.definition_line
+        )
+    tasks = tuple(
+        _task_spec(dag.tasks[task_id])
+        for task_id in nx.lexicographical_topological_sort(graph, key=order.__getitem__)
+    )
+    tt = dag.timetable
+    return DagSpec(
+        dag_id=dag.dag_id,
+        fileloc=path,
+        schedule=serialise_schedule(dag.schedule),
+        timezone=dag.timezone,
+        start_date=iso_or_none(tt.start),
+        end_date=iso_or_none(tt.end),
+        catchup=dag.catchup,
+        max_active_runs=dag.max_active_runs,
+        tasks=tasks,
+        tags=tuple(dag.tags),
+        description=dag.description,
+        is_paused_upon_creation=dag.is_paused_upon_creation,
+        spread_seconds=dag.spread.total_seconds() if dag.spread else None,
+        line=dag.definition_line,
+        params=dag.params,
+    )
+
+
+def _task_spec(task) -> TaskSpec:
+    o = task.options
+    return TaskSpec(
+        task_id=task.task_id,
+        kind=task.kind,
+        upstream=tuple(task.upstream_ids),
+        trigger_rule=o["trigger_rule"],
+        retries=o["retries"],
+        retry_delay=float(o["retry_delay"]),
+        retry_exponential_backoff=bool(o["retry_exponential_backoff"]),
+        max_retry_delay=float(o["max_retry_delay"]),
+        execution_timeout=o["execution_timeout"],
+        depends_on_past=bool(o["depends_on_past"]),
+        priority_weight=int(o["priority_weight"]),
+        pool=o["pool"],
+        data_inputs=tuple(task.data_inputs),
+    )
+
+
+def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
+    """Import and check one file, turning any failure into a ``DagFileError``."""
+    try:
+        dags = import_file(path)
+        return [build_spec(dag, path) for dag in dags], None
+    except DagFileError as exc:
+        return [], exc
+    except SyntaxError as exc:
+        return [], DagFileError(path, f"syntax error: {exc.msg}", exc.lineno)
+    except BaseException as exc:  # a DAG file may raise anything, SystemExit included
+        return [], DagFileError(path, _describe(exc), _line_in(path, exc))
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    if name in ("DagDefinitionError", "ScheduleError"):
+        return text
+    return f"{name}: {text}" if text else name
+
+
+def _line_in(path: str, exc: BaseException) -> int | None:
+    """The deepest traceback line that lies in the DAG file itself."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == path:
+            line = frame.lineno
+    return line
+
+
+def _child(conn: Connection) -> None:
+    """Parse worker: receive paths, answer (path, specs, error) for each, until None."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    while True:
+        path = conn.recv()
+        if path is None:
+            return
+        specs, error = load_file(path)
+        reason = (error.reason, error.line) if error else None
+        conn.send((path, [s.to_json() for s in specs], reason))
+
+
+def parse_files(
+    paths: dict[str, str], timeout: float = DEFAULT_TIMEOUT
+) -> dict[str, FileResult]:
+    """Import each file (path -> content hash) in a child process; never hangs past ``timeout``."""
+    results: dict[str, FileResult] = {}
+    pending = list(paths)
+    while pending:
+        _parse_batch(pending, paths, timeout, results)
+    return results
+
+
+def _parse_batch(
+    pending: list[str], hashes: dict[str, str], timeout: float, results: dict[str, FileResult]
+) -> None:
+    ctx = multiprocessing.get_context("fork")
+    parent, child = ctx.Pipe()
+    process = ctx.Process(target=_child, args=(child,), daemon=True)
+    process.start()
+    child.close()
+    try:
+        while pending:
+            path = pending[0]
+            parent.send(path)
+            if not parent.poll(timeout):
+                results[path] = FileResult(
+                    path,
+                    hashes[path],
+                    error=DagFileError(path, f"import did not finish within {timeout:g} s"),
+                )
+                pending.pop(0)
+                return
+            try:
+                _, specs, reason = parent.recv()
+            except EOFError:
+                results[path] = FileResult(
+                    path,
+                    hashes[path],
+                    error=DagFileError(path, f"import killed the parser ({_exit_reason(process)})"),
+                )
+                pending.pop(0)
+                return
+            pending.pop(0)
+            dags = [DagSpec.from_json(s) for s in specs]
+            error = DagFileError(path, *reason) if reason else None
+            results[path] = FileResult(path, hashes[path], dags, error)
+        parent.send(None)
+    finally:
+        if process.is_alive():
+            process.kill()
+        process.join()
+        parent.close()
+
+
+def _exit_reason(process) -> str:
+    process.join(1)
+    code = process.exitcode
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"

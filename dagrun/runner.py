@@ -1,0 +1,310 @@
+"""What one attempt does: import the DAG file, render templates, call the task, capture logs.
+
+``execute`` runs inside a worker's child process (or in-process for ``dagrun test``). It never
+touches task state: it returns an :class:`AttemptResult` and the worker records it with a
+fenced update. stdout, stderr (file descriptors 1 and 2, so subprocesses and C extensions
+are captured too) and Python logging go to the attempt's own log file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import inspect
+import json
+import logging
+import os
+import signal
+import subprocess
+import sys
+import time
+import traceback
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from jinja2 import Environment, StrictUndefined, TemplateError
+
+from dagrun.context import TaskContext, make_context, set_current
+from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
+from dagrun.errors import NonRetryableError
+from dagrun.parser import import_file
+from dagrun.states import AttemptOutcome
+
+MAX_RETURN_BYTES = 1_000_000
+_TEMPLATES = Environment(undefined=StrictUndefined, keep_trailing_newline=True)
+
+
+@dataclass(frozen=True)
+class AttemptRequest:
+    """Everything a child needs to run one attempt; plain data, sent over a pipe."""
+
+    dag_id: str
+    task_id: str
+    fileloc: str
+    timezone: str
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    try_number: int = 1
+    fence_token: int = 0
+    ti_id: int | None = None
+    params: dict[str, Any] = field(default_factory=dict)
+    inputs: dict[str, Any] = field(default_factory=dict)
+    log_path: str | None = None
+    db_url: str | None = None
+
+    def context(self) -> TaskContext:
+        return make_context(
+            dag_id=self.dag_id,
+            task_id=self.task_id,
+            run_id=self.run_id,
+            timezone=self.timezone,
+            logical_date=self.logical_date,
+            data_interval_start=self.data_interval_start,
+            data_interval_end=self.data_interval_end,
+            try_number=self.try_number,
+            params=self.params,
+            fence_token=self.fence_token,
+            ti_id=self.ti_id,
+            db_url=self.db_url,
+        )
+
+
+@dataclass(frozen=True)
+class AttemptResult:
+    outcome: AttemptOutcome
+    error: str | None = None
+    return_value: str | None = None
+    duration: float = 0.0
+
+
+class DagCache:
+    """Imported DAG files, reused while the file is unchanged (mtime and size)."""
+
+    def __init__(self) -> None:
+        self._files: dict[str, tuple[tuple[int, int], dict[str, DAG]]] = {}
+
+    def task(self, fileloc: str, dag_id: str, task_id: str) -> Task:
+        st = os.stat(fileloc)
+        key = (st.st_mtime_ns, st.st_size)
+        cached = self._files.get(fileloc)
+        if cached is None or cached[0] != key:
+            dags = {d.dag_id: d for d in import_file(fileloc)}
+            cached = self._files[fileloc] = (key, dags)
+        dag = cached[1].get(dag_id)
+        if dag is None:
+            raise LookupError(f"{fileloc} no longer defines DAG '{dag_id}'")
+        if task_id not in dag.tasks:
+            raise LookupError(f"DAG '{dag_id}' no longer has task '{task_id}'")
+        return dag.tasks[task_id]
+
+
+def execute(
+    request: AttemptRequest,
+    cache: DagCache,
+    on_process_group: Callable[[int], None] | None = None,
+) -> AttemptResult:
+    """Run one attempt to its end and say how it went; never raises for task errors."""
+    started = time.monotonic()
+    context = request.context()
+    set_current(context)
+    try:
+        with _captured(request.log_path):
+            result = _run_logged(request, context, cache, on_process_group)
+    finally:
+        set_current(None)
+    return AttemptResult(result.outcome, result.error, result.return_value,
+                         time.monotonic() - started)
+
+
+def _run_logged(
+    request: AttemptRequest,
+    context: TaskContext,
+    cache: DagCache,
+    on_process_group: Callable[[int], None] | None,
+) -> AttemptResult:
+    log = logging.getLogger("dagrun.task")
+    log.info("attempt %s of %s.%s for %s (fence %s)", request.try_number, request.dag_id,
+             request.task_id, context.logical_date.isoformat(), request.fence_token)
+    try:
+        task = cache.task(request.fileloc, request.dag_id, request.task_id)
+        if isinstance(task, BashTask):
+            _run_bash(task, context, on_process_group)
+            value = None
+        elif isinstance(task, PythonTask):
+            value = _run_python(task, context, request.inputs)
+        else:
+            raise TypeError(f"cannot run task of type {type(task).__name__}")
+        encoded = _encode(value)
+    except NonRetryableError as exc:
+        log.error("non-retryable failure:\n%s", traceback.format_exc())
+        return AttemptResult(AttemptOutcome.NON_RETRYABLE, _one_line(exc))
+    except BaseException as exc:  # a task may raise anything; only its attempt fails
+        log.error("failed:\n%s", traceback.format_exc())
+        return AttemptResult(AttemptOutcome.FAILED, _one_line(exc))
+    log.info("success")
+    return AttemptResult(AttemptOutcome.SUCCESS, return_value=encoded)
+
+
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else ""
+    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+
+
+def _encode(value: Any) -> str | None:
+    if value is None:
+        return None
+    try:
+        encoded = json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(
+            f"return value is not JSON-serialisable ({exc}); write bulk data to a partition"
+        ) from None
+    if len(encoded) > MAX_RETURN_BYTES:
+        raise ValueError(
+            f"return value is {len(encoded)} bytes (limit {MAX_RETURN_BYTES}); "
+            "write bulk data to a partition"
+        )
+    return encoded
+
+
+def render(value: Any, names: dict[str, Any]) -> Any:
+    """Render Jinja2 templates in strings, recursively through lists and dicts."""
+    if isinstance(value, str):
+        if "{{" not in value and "{%" not in value:
+            return value
+        try:
+            return _TEMPLATES.from_string(value).render(**names)
+        except TemplateError as exc:
+            raise NonRetryableError(f"template {value!r}: {exc}") from None
+    if isinstance(value, list | tuple):
+        return type(value)(render(v, names) for v in value)
+    if isinstance(value, dict):
+        return {k: render(v, names) for k, v in value.items()}
+    return value
+
+
+def _with_params(task: Task, context: TaskContext) -> TaskContext:
+    """The context with DAG params, run conf and rendered task params merged in."""
+    params = {**task.dag.params, **context.params}
+    names = {**context.names(), "params": params}
+    own = render(task.options.get("params") or {}, names)
+    return TaskContext(**{**context.__dict__, "params": {**params, **own}})
+
+
+def _run_python(task: PythonTask, context: TaskContext, inputs: dict[str, Any]) -> Any:
+    context = _with_params(task, context)
+    set_current(context)
+    names = context.names()
+
+    def resolve(value: Any) -> Any:
+        return inputs.get(value.task.task_id) if isinstance(value, TaskOutput) else value
+
+    args = [resolve(a) for a in task.args]
+    kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
+    signature = inspect.signature(task.python_callable)
+    bound = signature.bind_partial(*args, **kwargs).arguments
+    for name, param in signature.parameters.items():
+        if param.kind == param.VAR_KEYWORD:
+            kwargs.update({k: v for k, v in names.items() if k not in bound and k not in kwargs})
+        elif name not in bound and name in names:
+            kwargs[name] = names[name]
+    return task.python_callable(*args, **kwargs)
+
+
+def bash_environment(context: TaskContext, extra: dict[str, str]) -> dict[str, str]:
+    """The environment of a BashTask: the worker's, the run's dates as DS-style variables."""
+    env = dict(os.environ)
+    env.update(
+        {
+            "DS": context.ds,
+            "DS_NODASH": context.ds_nodash,
+            "LOGICAL_DATE": context.logical_date.isoformat(),
+            "DATA_INTERVAL_START": context.data_interval_start.isoformat(),
+            "DATA_INTERVAL_END": context.data_interval_end.isoformat(),
+            "RUN_ID": context.run_id,
+            "DAG_ID": context.dag_id,
+            "TASK_ID": context.task_id,
+            "TRY_NUMBER": str(context.try_number),
+            "IDEMPOTENCY_KEY": context.idempotency_key,
+            "FENCE_TOKEN": str(context.fence_token),
+        }
+    )
+    env.update(extra)
+    return env
+
+
+def _run_bash(
+    task: BashTask, context: TaskContext, on_process_group: Callable[[int], None] | None
+) -> None:
+    context = _with_params(task, context)
+    names = context.names()
+    command = render(task.command, names)
+    env = bash_environment(context, {k: render(v, names) for k, v in task.env.items()})
+    logging.getLogger("dagrun.task").info("running: %s", command)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    process = subprocess.Popen(
+        ["bash", "-c", command], env=env, cwd=task.cwd, start_new_session=True
+    )
+    if on_process_group:
+        on_process_group(process.pid)
+    try:
+        code = process.wait()
+    finally:
+        if process.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(process.pid, signal.SIGKILL)
+    if code != 0:
+        reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
+        raise RuntimeError(f"command {reason}")
+
+
+@contextlib.contextmanager
+def _captured(log_path: str | None) -> Iterator[None]:
+    """Send fds 1 and 2 and Python logging to the attempt's log file, then restore them."""
+    if log_path is None:
+        yield
+        return
+    Path(log_path).parent.mkdir(parents=True, exist_ok=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        root.addHandler(handler)
+        root.setLevel(min(root.level or logging.INFO, logging.INFO))
+        yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        root.removeHandler(handler)
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
+
+
+def child_main(conn) -> None:
+    """A pool child: run attempts sent by the worker until told to stop (None)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    cache = DagCache()
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        result = execute(request, cache, lambda pgid: conn.send(("pgid", pgid)))
+        conn.send(("done", result))

@@ -1,0 +1,125 @@
+"""Serialised DAGs: what the parser stores and what the scheduler and workers read.
+
+A ``DagSpec`` is plain data (JSON in the store), so the scheduler never imports user code
+and a worker only imports the one file whose task it runs. Tasks are kept in a stable
+topological order (definition order breaks ties), which every view of a DAG reuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import asdict, dataclass, field
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import Any
+
+import networkx as nx
+
+from dagrun.states import TriggerRule
+from dagrun.timetable import Timetable, make_timetable
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    task_id: str
+    kind: str
+    upstream: tuple[str, ...]
+    trigger_rule: str = TriggerRule.ALL_SUCCESS.value
+    retries: int = 0
+    retry_delay: float = 10.0
+    retry_exponential_backoff: bool = True
+    max_retry_delay: float = 600.0
+    execution_timeout: float | None = None
+    depends_on_past: bool = False
+    priority_weight: int = 1
+    pool: str | None = None
+    data_inputs: tuple[str, ...] = ()
+
+    @property
+    def max_tries(self) -> int:
+        return self.retries + 1
+
+
+@dataclass(frozen=True)
+class DagSpec:
+    dag_id: str
+    fileloc: str
+    schedule: str | float | None
+    timezone: str
+    start_date: str | None
+    end_date: str | None
+    catchup: bool
+    max_active_runs: int
+    tasks: tuple[TaskSpec, ...]
+    tags: tuple[str, ...] = ()
+    description: str | None = None
+    is_paused_upon_creation: bool = False
+    spread_seconds: float | None = None
+    line: int | None = None
+    params: dict[str, Any] = field(default_factory=dict, compare=False)
+
+    @cached_property
+    def timetable(self) -> Timetable:
+        return make_timetable(
+            _schedule_value(self.schedule), self.timezone, self.start_date, self.end_date
+        )
+
+    @cached_property
+    def task_map(self) -> dict[str, TaskSpec]:
+        return {t.task_id: t for t in self.tasks}
+
+    @cached_property
+    def downstream(self) -> dict[str, tuple[str, ...]]:
+        down: dict[str, list[str]] = {t.task_id: [] for t in self.tasks}
+        for t in self.tasks:
+            for up in t.upstream:
+                down[up].append(t.task_id)
+        return {k: tuple(v) for k, v in down.items()}
+
+    @property
+    def schedule_text(self) -> str:
+        return self.timetable.description
+
+    def graph(self) -> nx.DiGraph:
+        graph = nx.DiGraph()
+        graph.add_nodes_from(t.task_id for t in self.tasks)
+        graph.add_edges_from((up, t.task_id) for t in self.tasks for up in t.upstream)
+        return graph
+
+    def descendants(self, task_ids: set[str]) -> set[str]:
+        """The given tasks and everything downstream of them."""
+        found = set(task_ids)
+        for t in self.tasks:
+            if any(up in found for up in t.upstream):
+                found.add(t.task_id)
+        return found
+
+    def to_json(self) -> str:
+        return json.dumps(asdict(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_json(cls, text: str) -> DagSpec:
+        data = json.loads(text)
+        tasks = tuple(
+            TaskSpec(**{**t, "upstream": tuple(t["upstream"]), "data_inputs": tuple(t["data_inputs"])})
+            for t in data.pop("tasks")
+        )
+        return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
+
+    def digest(self) -> str:
+        return hashlib.sha1(self.to_json().encode()).hexdigest()
+
+
+def _schedule_value(schedule: str | float | None) -> str | timedelta | None:
+    if isinstance(schedule, int | float):
+        return timedelta(seconds=schedule)
+    return schedule
+
+
+def serialise_schedule(schedule: str | timedelta | None) -> str | float | None:
+    return schedule.total_seconds() if isinstance(schedule, timedelta) else schedule
+
+
+def iso_or_none(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

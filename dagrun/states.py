@@ -1,0 +1,86 @@
+"""The state vocabulary shared by the store, scheduler, workers and web page.
+
+States are string enums so that the database holds readable words and the code never
+compares against loose string literals.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+
+class RunType(StrEnum):
+    SCHEDULED = "scheduled"
+    BACKFILL = "backfill"
+    MANUAL = "manual"
+
+
+class RunState(StrEnum):
+    """waiting (for a max_active_runs slot) -> queued (admitted) -> running -> success | failed."""
+
+    WAITING = "waiting"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+
+    @property
+    def active(self) -> bool:
+        """Queued and running runs count against ``max_active_runs``."""
+        return self in ACTIVE_RUN_STATES
+
+
+ACTIVE_RUN_STATES = frozenset({RunState.QUEUED, RunState.RUNNING})
+
+
+class TaskState(StrEnum):
+    NONE = "none"
+    QUEUED = "queued"
+    RUNNING = "running"
+    SUCCESS = "success"
+    FAILED = "failed"
+    UP_FOR_RETRY = "up_for_retry"
+    UPSTREAM_FAILED = "upstream_failed"
+    SKIPPED = "skipped"
+
+    @property
+    def finished(self) -> bool:
+        return self in FINISHED_TASK_STATES
+
+
+FINISHED_TASK_STATES = frozenset(
+    {TaskState.SUCCESS, TaskState.FAILED, TaskState.UPSTREAM_FAILED, TaskState.SKIPPED}
+)
+FAILED_TASK_STATES = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
+
+
+class AttemptOutcome(StrEnum):
+    """How one attempt ended; exactly one is recorded for every attempt."""
+
+    SUCCESS = "success"
+    FAILED = "failed"
+    NON_RETRYABLE = "non_retryable"
+    TIMED_OUT = "timed_out"
+    CRASHED = "crashed"
+    LEASE_EXPIRED = "lease_expired"
+    STALE = "stale"
+    RELEASED = "released"
+
+    @property
+    def counts_as_failure(self) -> bool:
+        """Outcomes that use up the task's own ``retries``; infrastructure losses do not."""
+        return self in {
+            AttemptOutcome.FAILED,
+            AttemptOutcome.NON_RETRYABLE,
+            AttemptOutcome.TIMED_OUT,
+            AttemptOutcome.CRASHED,
+        }
+
+
+class TriggerRule(StrEnum):
+    ALL_SUCCESS = "all_success"
+    ALL_DONE = "all_done"
+    ALL_FAILED = "all_failed"
+    ONE_SUCCESS = "one_success"
+    ONE_FAILED = "one_failed"
+    NONE_FAILED = "none_failed"

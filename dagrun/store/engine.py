@@ -1,0 +1,211 @@
+"""Engines, transactions and dialect capabilities for SQLite and PostgreSQL.
+
+SQLite is the embedded default: WAL so readers never block the writer, a busy timeout so
+writers queue instead of failing, foreign keys on, ``synchronous=FULL`` so a committed state
+change survives a power cut, and every write transaction opened with ``BEGIN IMMEDIATE`` so
+two writers serialise at the start instead of deadlocking on lock upgrade. PostgreSQL is the
+scale-out engine; its differences are named as capabilities, not ``if sqlite`` checks.
+"""
+
+from __future__ import annotations
+
+import getpass
+import json
+import os
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import OperationalError, SQLAlchemyError
+
+from dagrun.errors import StoreError
+from dagrun.store import schema
+
+_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
+
+
+def _dispose_after_fork() -> None:
+    """A forked child must never reuse its parent's connections (it would corrupt them)."""
+    for engine in list(_ENGINES):
+        engine.dispose(close=False)
+
+
+os.register_at_fork(after_in_child=_dispose_after_fork)
+
+
+def dagrun_home() -> Path:
+    return Path(os.environ.get("DAGRUN_HOME", ".dagrun")).absolute()
+
+
+def default_url() -> str:
+    return f"sqlite:///{dagrun_home() / 'dagrun.db'}"
+
+
+def normalise_url(url: str) -> str:
+    """``postgresql://`` means psycopg 3, as DESIGN promises."""
+    for prefix in ("postgresql://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql+psycopg://" + url[len(prefix) :]
+    return url
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What the database can do, so callers ask for a feature rather than a dialect name."""
+
+    skip_locked: bool
+    server_clock: bool
+    single_writer: bool
+
+
+class Store:
+    """One database: transactions, the clock that decides leases, and the schema."""
+
+    def __init__(self, url: str | None = None, *, create: bool = True):
+        self.url = normalise_url(url or os.environ.get("DAGRUN_DB_URL") or default_url())
+        self.engine = _make_engine(self.url)
+        _ENGINES.add(self.engine)
+        dialect = self.engine.dialect.name
+        self.caps = Capabilities(
+            skip_locked=dialect == "postgresql",
+            server_clock=dialect == "postgresql",
+            single_writer=dialect == "sqlite",
+        )
+        if create:
+            self.ensure_schema()
+
+    @property
+    def dialect(self) -> str:
+        return self.engine.dialect.name
+
+    def __repr__(self) -> str:
+        return f"<Store {self.engine.url.render_as_string(hide_password=True)}>"
+
+    @contextmanager
+    def write(self) -> Iterator[Connection]:
+        """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
+        try:
+            with self.engine.connect() as conn:
+                conn = conn.execution_options(dagrun_write=True)
+                with conn.begin():
+                    yield conn
+        except OperationalError as exc:
+            raise StoreError(f"database error: {_first_line(exc)}") from exc
+
+    @contextmanager
+    def read(self) -> Iterator[Connection]:
+        """A short read transaction: a consistent snapshot that never blocks writers."""
+        try:
+            with self.engine.connect() as conn, conn.begin():
+                yield conn
+        except OperationalError as exc:
+            raise StoreError(f"database error: {_first_line(exc)}") from exc
+
+    def now(self, conn: Connection | None = None) -> datetime:
+        """The clock that decides leases: the server's on PostgreSQL, this host's on SQLite."""
+        if not self.caps.server_clock:
+            return datetime.now(UTC)
+        if conn is not None:
+            return conn.execute(text("SELECT now()")).scalar_one().astimezone(UTC)
+        with self.read() as c:
+            return c.execute(text("SELECT now()")).scalar_one().astimezone(UTC)
+
+    def ensure_schema(self) -> None:
+        """Create the schema on first use; refuse a database from a newer dagrun."""
+        try:
+            with self.write() as conn:
+                if self.dialect == "postgresql":
+                    conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
+                if not inspect(conn).has_table("dagrun_meta"):
+                    schema.metadata.create_all(conn)
+                    conn.execute(
+                        schema.meta.insert().values(
+                            key="schema_version", value=str(schema.SCHEMA_VERSION)
+                        )
+                    )
+                    return
+                version = self.schema_version(conn)
+        except SQLAlchemyError as exc:
+            raise StoreError(f"cannot open the database {self!r}: {_first_line(exc)}") from exc
+        if version > schema.SCHEMA_VERSION:
+            raise StoreError(
+                f"the database has schema version {version}, newer than this dagrun "
+                f"({schema.SCHEMA_VERSION}); upgrade dagrun"
+            )
+
+    def schema_version(self, conn: Connection) -> int:
+        row = conn.execute(
+            select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+        ).scalar_one_or_none()
+        return int(row) if row is not None else 0
+
+    def audit(self, conn: Connection, action: str, dag_id: str | None, **detail: object) -> None:
+        """Record an operator action (clear, backfill, pause...) for later inspection."""
+        conn.execute(
+            schema.audit_log.insert().values(
+                at=self.now(conn),
+                action=action,
+                dag_id=dag_id,
+                actor=_actor(),
+                detail=json.dumps(detail, default=str, sort_keys=True),
+            )
+        )
+
+    def dispose(self) -> None:
+        self.engine.dispose()
+
+
+def _actor() -> str:
+    try:
+        return getpass.getuser()
+    except Exception:
+        return "unknown"
+
+
+def _first_line(exc: BaseException) -> str:
+    text_ = str(getattr(exc, "orig", None) or exc).strip()
+    return text_.splitlines()[0] if text_ else type(exc).__name__
+
+
+def _make_engine(url: str) -> Engine:
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite":
+        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+    database = parsed.database
+    if database and database != ":memory:":
+        Path(database).parent.mkdir(parents=True, exist_ok=True)
+    engine = create_engine(url, connect_args={"timeout": 60})
+    event.listen(engine, "connect", _sqlite_connect)
+    event.listen(engine, "begin", _sqlite_begin)
+    return engine
+
+
+def _sqlite_connect(dbapi_conn, _record) -> None:
+    dbapi_conn.isolation_level = None
+    cursor = dbapi_conn.cursor()
+    cursor.execute("PRAGMA journal_mode=WAL")
+    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute("PRAGMA foreign_keys=ON")
+    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.close()
+
+
+def _sqlite_begin(conn: Connection) -> None:
+    if conn.get_execution_options().get("dagrun_write"):
+        conn.exec_driver_sql("BEGIN IMMEDIATE")
+    else:
+        conn.exec_driver_sql("BEGIN")
+
+
+def dialect_insert(conn: Connection, table):
+    """The dialect's INSERT, which knows ``ON CONFLICT`` on both SQLite and PostgreSQL."""
+    if conn.dialect.name == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table)

@@ -1,0 +1,193 @@
+"""The metadata schema (SQLAlchemy Core tables), identical on SQLite and PostgreSQL.
+
+Instants are stored in UTC. The unique keys are the system's last line of defence: one run
+per (dag_id, logical_date), one task instance per (run, task), one attempt per (task
+instance, fence token). The indexes serve the hot statements in ``transitions.py``: claiming
+queued work, reaping expired leases, and waking retries whose time has come.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import (
+    Boolean,
+    Column,
+    DateTime,
+    Float,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Table,
+    Text,
+    UniqueConstraint,
+)
+from sqlalchemy.types import TypeDecorator
+
+#: Bump when the schema changes, and add the step to ``engine.MIGRATIONS``.
+SCHEMA_VERSION = 1
+
+
+class UtcDateTime(TypeDecorator):
+    """Aware UTC datetimes in Python; naive UTC on SQLite, timestamptz on PostgreSQL."""
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r} cannot be stored; use an aware one")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            return value.replace(tzinfo=UTC)
+        return value.astimezone(UTC)
+
+
+metadata = MetaData()
+
+meta = Table(
+    "dagrun_meta",
+    metadata,
+    Column("key", String(64), primary_key=True),
+    Column("value", Text, nullable=False),
+)
+
+dag_file = Table(
+    "dag_file",
+    metadata,
+    Column("path", String(1024), primary_key=True),
+    Column("content_hash", String(64), nullable=False),
+    Column("parsed_at", UtcDateTime, nullable=False),
+    Column("dag_ids", Text, nullable=False, default="[]"),
+    Column("error", Text),
+    Column("error_line", Integer),
+)
+
+dag = Table(
+    "dag",
+    metadata,
+    Column("dag_id", String(250), primary_key=True),
+    Column("fileloc", String(1024), nullable=False),
+    Column("schedule", String(250)),
+    Column("timezone", String(64), nullable=False),
+    Column("is_paused", Boolean, nullable=False, default=False),
+    Column("is_active", Boolean, nullable=False, default=True),
+    Column("spec", Text, nullable=False),
+    Column("spec_hash", String(64), nullable=False),
+    Column("next_logical_date", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+dag_run = Table(
+    "dag_run",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dag_id", String(250), ForeignKey("dag.dag_id"), nullable=False),
+    Column("run_id", String(250), nullable=False),
+    Column("logical_date", UtcDateTime, nullable=False),
+    Column("data_interval_start", UtcDateTime, nullable=False),
+    Column("data_interval_end", UtcDateTime, nullable=False),
+    Column("run_type", String(16), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("conf", Text),
+    Column("not_before", UtcDateTime),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("start_date", UtcDateTime),
+    Column("end_date", UtcDateTime),
+    UniqueConstraint("dag_id", "logical_date", name="uq_dag_run_logical_date"),
+    UniqueConstraint("dag_id", "run_id", name="uq_dag_run_run_id"),
+    Index("ix_dag_run_dag_state", "dag_id", "state"),
+    Index("ix_dag_run_state", "state"),
+)
+
+task_instance = Table(
+    "task_instance",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("run_pk", Integer, ForeignKey("dag_run.id", ondelete="CASCADE"), nullable=False),
+    Column("dag_id", String(250), nullable=False),
+    Column("task_id", String(250), nullable=False),
+    Column("state", String(16), nullable=False),
+    Column("try_number", Integer, nullable=False, default=0),
+    Column("failures", Integer, nullable=False, default=0),
+    Column("lease_losses", Integer, nullable=False, default=0),
+    Column("max_tries", Integer, nullable=False, default=1),
+    Column("priority_weight", Integer, nullable=False, default=1),
+    Column("next_try_at", UtcDateTime),
+    Column("queued_at", UtcDateTime),
+    Column("lease_owner", String(128)),
+    Column("lease_until", UtcDateTime),
+    Column("fence_token", Integer, nullable=False, default=0),
+    Column("start_date", UtcDateTime),
+    Column("end_date", UtcDateTime),
+    Column("duration", Float),
+    Column("last_error", Text),
+    Column("return_value", Text),
+    UniqueConstraint("run_pk", "task_id", name="uq_task_instance_run_task"),
+    Index("ix_ti_state_priority", "state", "priority_weight", "id"),
+    Index("ix_ti_state_lease", "state", "lease_until"),
+    Index("ix_ti_state_next_try", "state", "next_try_at"),
+    Index("ix_ti_dag_task", "dag_id", "task_id"),
+)
+
+task_attempt = Table(
+    "task_attempt",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("ti_id", Integer, ForeignKey("task_instance.id", ondelete="CASCADE"), nullable=False),
+    Column("run_pk", Integer, nullable=False),
+    Column("dag_id", String(250), nullable=False),
+    Column("task_id", String(250), nullable=False),
+    Column("try_number", Integer, nullable=False),
+    Column("fence_token", Integer, nullable=False),
+    Column("worker", String(128), nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("ended_at", UtcDateTime),
+    Column("outcome", String(16)),
+    Column("error", Text),
+    Column("log_path", String(1024)),
+    UniqueConstraint("ti_id", "fence_token", name="uq_task_attempt_fence"),
+    Index("ix_task_attempt_run", "run_pk"),
+    Index("ix_task_attempt_outcome", "outcome"),
+)
+
+audit_log = Table(
+    "audit_log",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("at", UtcDateTime, nullable=False),
+    Column("action", String(32), nullable=False),
+    Column("dag_id", String(250)),
+    Column("actor", String(128)),
+    Column("detail", Text),
+)
+
+partition_write = Table(
+    "partition_write",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("dataset", String(250), nullable=False),
+    Column("partition_key", String(64), nullable=False),
+    Column("path", String(1024), nullable=False),
+    Column("rows", Integer, nullable=False),
+    Column("sha256", String(64), nullable=False),
+    Column("unchanged", Boolean, nullable=False),
+    Column("ti_id", Integer),
+    Column("dag_id", String(250)),
+    Column("task_id", String(250)),
+    Column("run_pk", Integer),
+    Column("try_number", Integer),
+    Column("fence_token", Integer),
+    Column("written_at", UtcDateTime, nullable=False),
+    Index("ix_partition_write_key", "dataset", "partition_key"),
+)

@@ -1,0 +1,758 @@
+"""Every statement that creates, admits, claims, leases, completes, reaps or clears.
+
+This module is the whole concurrency story of dagrun. The rules it keeps:
+
+* Each transition is a guarded UPDATE: it names the state it expects (and, for work a worker
+  holds, the lease owner and fence token) and checks the row count. Zero rows means someone
+  else moved the row first: a lost lease, a cleared task, a second scheduler.
+* Claims are short transactions committed before any task runs. On PostgreSQL they select
+  with ``FOR UPDATE SKIP LOCKED`` so many workers claim disjoint rows without waiting; on
+  SQLite every write transaction is ``BEGIN IMMEDIATE``, so there is one writer at a time.
+* Per-DAG decisions (creating and admitting runs) lock the DAG row, and per-run decisions
+  (which tasks are ready, whether the run is over) lock the run row, so two processes never
+  act on the same stale picture. The unique keys catch anything that slips past.
+* Every attempt gets exactly one outcome in ``task_attempt``, including the stale ones.
+
+Callers pass ``now`` from ``Store.now()``: the database server's clock on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection, and_, func, insert, select, tuple_, update
+
+from dagrun.errors import LeaseLost
+from dagrun.retry import backoff_delay
+from dagrun.spec import DagSpec, TaskSpec
+from dagrun.states import (
+    ACTIVE_RUN_STATES,
+    AttemptOutcome,
+    RunState,
+    RunType,
+    TaskState,
+)
+from dagrun.store.engine import Capabilities, dialect_insert
+from dagrun.store.schema import dag, dag_run, partition_write, task_attempt, task_instance
+from dagrun.timetable import DataInterval
+from dagrun.triggers import Decisions, evaluate
+
+ti = task_instance
+SpecLookup = Callable[[str], DagSpec]
+DEFAULT_LEASE_LOSS_BUDGET = 3
+
+
+def run_id_for(run_type: RunType, logical_date: datetime) -> str:
+    return f"{run_type.value}__{logical_date.isoformat()}"
+
+
+# ---------------------------------------------------------------- runs: create, admit, start
+
+
+def lock_dag(conn: Connection, caps: Capabilities, dag_id: str, *, skip_locked: bool) -> bool:
+    """Take the DAG row lock that serialises run creation and admission for one DAG.
+
+    With ``skip_locked`` a second scheduler passes over a DAG another one is handling
+    (returns False) instead of waiting for it.
+    """
+    stmt = select(dag.c.dag_id).where(dag.c.dag_id == dag_id)
+    if caps.skip_locked:
+        stmt = stmt.with_for_update(skip_locked=skip_locked)
+    return conn.execute(stmt).first() is not None
+
+
+def create_runs(
+    conn: Connection,
+    spec: DagSpec,
+    intervals: Iterable[DataInterval],
+    run_type: RunType,
+    now: datetime,
+    start_delay: timedelta = timedelta(0),
+) -> int:
+    """Insert a waiting run per interval; an existing run for the date is left alone."""
+    rows = [
+        {
+            "dag_id": spec.dag_id,
+            "run_id": run_id_for(run_type, i.start),
+            "logical_date": i.start,
+            "data_interval_start": i.start,
+            "data_interval_end": i.end,
+            "run_type": run_type.value,
+            "state": RunState.WAITING.value,
+            "not_before": i.end + start_delay if start_delay else None,
+            "created_at": now,
+        }
+        for i in intervals
+    ]
+    if not rows:
+        return 0
+    stmt = dialect_insert(conn, dag_run).on_conflict_do_nothing()
+    return conn.execute(stmt, rows).rowcount
+
+
+def create_manual_run(
+    conn: Connection,
+    spec: DagSpec,
+    interval: DataInterval,
+    run_id: str,
+    now: datetime,
+    conf: dict | None = None,
+) -> tuple[int, bool]:
+    """A manual run for ``interval``; returns (run pk, created). An existing key is reused."""
+    existing = conn.execute(
+        select(dag_run.c.id).where(
+            dag_run.c.dag_id == spec.dag_id,
+            (dag_run.c.run_id == run_id) | (dag_run.c.logical_date == interval.start),
+        )
+    ).scalar()
+    if existing is not None:
+        return existing, False
+    pk = conn.execute(
+        insert(dag_run)
+        .values(
+            dag_id=spec.dag_id,
+            run_id=run_id,
+            logical_date=interval.start,
+            data_interval_start=interval.start,
+            data_interval_end=interval.end,
+            run_type=RunType.MANUAL.value,
+            state=RunState.WAITING.value,
+            conf=json.dumps(conf) if conf else None,
+            created_at=now,
+        )
+        .returning(dag_run.c.id)
+    ).scalar_one()
+    return pk, True
+
+
+def set_cursor(conn: Connection, dag_id: str, next_logical_date: datetime | None) -> None:
+    """Advance the scheduler's per-DAG cursor: the next logical date it will consider."""
+    conn.execute(
+        update(dag).where(dag.c.dag_id == dag_id).values(next_logical_date=next_logical_date)
+    )
+
+
+def count_active_runs(conn: Connection, dag_id: str) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(dag_run)
+        .where(dag_run.c.dag_id == dag_id, dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES]))
+    ).scalar_one()
+
+
+def count_waiting_runs(conn: Connection, dag_id: str) -> int:
+    return conn.execute(
+        select(func.count())
+        .select_from(dag_run)
+        .where(dag_run.c.dag_id == dag_id, dag_run.c.state == RunState.WAITING.value)
+    ).scalar_one()
+
+
+def admit_runs(
+    conn: Connection,
+    spec: DagSpec,
+    max_active: int,
+    now: datetime,
+    *,
+    newest_first: bool = False,
+    run_pks: Iterable[int] | None = None,
+) -> list[int]:
+    """Move waiting runs to queued while queued + running stays within ``max_active``.
+
+    Oldest logical date first (newest first for ``backfill --reverse``). ``run_pks`` limits
+    admission to those runs (a backfill admits its own). Task instances are created here,
+    so a task added to the DAG since the run was made is part of the run when it starts.
+    The caller holds the DAG lock.
+    """
+    free = max_active - count_active_runs(conn, spec.dag_id)
+    if free <= 0:
+        return []
+    order = dag_run.c.logical_date.desc() if newest_first else dag_run.c.logical_date.asc()
+    stmt = select(dag_run.c.id).where(
+        dag_run.c.dag_id == spec.dag_id, dag_run.c.state == RunState.WAITING.value
+    )
+    if run_pks is not None:
+        stmt = stmt.where(dag_run.c.id.in_(list(run_pks)))
+    admitted = list(conn.execute(stmt.order_by(order).limit(free)).scalars())
+    if admitted:
+        conn.execute(
+            update(dag_run)
+            .where(dag_run.c.id.in_(admitted), dag_run.c.state == RunState.WAITING.value)
+            .values(state=RunState.QUEUED.value)
+        )
+        ensure_task_instances(conn, spec, admitted)
+    return admitted
+
+
+def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -> None:
+    """Insert the missing task instances (state none) of each run."""
+    rows = [
+        {
+            "run_pk": pk,
+            "dag_id": spec.dag_id,
+            "task_id": t.task_id,
+            "state": TaskState.NONE.value,
+            "max_tries": t.max_tries,
+            "priority_weight": t.priority_weight,
+        }
+        for pk in run_pks
+        for t in spec.tasks
+    ]
+    if rows:
+        conn.execute(dialect_insert(conn, ti).on_conflict_do_nothing(), rows)
+
+
+def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
+    """Queued runs whose start time (``spread``) has come become running; roots get queued."""
+    due = list(
+        conn.execute(
+            select(dag_run.c.id).where(
+                dag_run.c.dag_id == spec.dag_id,
+                dag_run.c.state == RunState.QUEUED.value,
+                (dag_run.c.not_before.is_(None)) | (dag_run.c.not_before <= now),
+            )
+        ).scalars()
+    )
+    if due:
+        conn.execute(
+            update(dag_run)
+            .where(dag_run.c.id.in_(due), dag_run.c.state == RunState.QUEUED.value)
+            .values(state=RunState.RUNNING.value, start_date=now, end_date=None)
+        )
+        for pk in due:
+            advance_run(conn, pk, spec, now)
+    return due
+
+
+def advance_run(conn: Connection, run_pk: int, spec: DagSpec, now: datetime) -> Decisions:
+    """Apply the trigger rules to one running run: queue ready tasks, end the run if done.
+
+    Locks the run row first, so two workers finishing the two upstreams of one task at once
+    both see each other's result and the task is queued exactly once.
+    """
+    run = conn.execute(
+        select(dag_run.c.state, dag_run.c.logical_date)
+        .where(dag_run.c.id == run_pk)
+        .with_for_update()
+    ).first()
+    if run is None or run.state != RunState.RUNNING.value:
+        return Decisions()
+    states = {
+        task_id: TaskState(state)
+        for task_id, state in conn.execute(
+            select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == run_pk)
+        )
+    }
+    past_ok = _past_ok(conn, spec, run.logical_date) if _needs_past(spec, states) else None
+    decisions = evaluate(spec, states, past_ok)
+    _set_states(conn, run_pk, decisions.queue, TaskState.QUEUED, now)
+    _set_states(conn, run_pk, decisions.upstream_failed, TaskState.UPSTREAM_FAILED, now)
+    _set_states(conn, run_pk, decisions.skip, TaskState.SKIPPED, now)
+    if decisions.run_state is not None:
+        conn.execute(
+            update(dag_run)
+            .where(dag_run.c.id == run_pk, dag_run.c.state == RunState.RUNNING.value)
+            .values(state=decisions.run_state.value, end_date=now)
+        )
+    return decisions
+
+
+def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:
+    return any(
+        t.depends_on_past and states.get(t.task_id) == TaskState.NONE for t in spec.tasks
+    )
+
+
+def _past_ok(conn: Connection, spec: DagSpec, logical_date: datetime) -> dict[str, bool]:
+    """For depends_on_past: did the previous run's instance of each task succeed or skip?"""
+    previous = conn.execute(
+        select(dag_run.c.id)
+        .where(dag_run.c.dag_id == spec.dag_id, dag_run.c.logical_date < logical_date)
+        .order_by(dag_run.c.logical_date.desc())
+        .limit(1)
+    ).scalar()
+    if previous is None:
+        return {}
+    ok = {TaskState.SUCCESS.value, TaskState.SKIPPED.value}
+    return {
+        task_id: state in ok
+        for task_id, state in conn.execute(
+            select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == previous)
+        )
+    }
+
+
+def _set_states(
+    conn: Connection, run_pk: int, task_ids: list[str], state: TaskState, now: datetime
+) -> None:
+    if not task_ids:
+        return
+    values: dict[str, Any] = {"state": state.value}
+    if state == TaskState.QUEUED:
+        values["queued_at"] = now
+    else:
+        values["end_date"] = now
+    conn.execute(
+        update(ti)
+        .where(
+            ti.c.run_pk == run_pk, ti.c.task_id.in_(task_ids), ti.c.state == TaskState.NONE.value
+        )
+        .values(**values)
+    )
+
+
+# ---------------------------------------------------------------- tasks: claim, lease, complete
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A task instance this worker now holds, with what the attempt needs to run."""
+
+    ti_id: int
+    run_pk: int
+    dag_id: str
+    task_id: str
+    try_number: int
+    fence_token: int
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    conf: dict = field(default_factory=dict)
+
+
+def claim(
+    conn: Connection,
+    caps: Capabilities,
+    owner: str,
+    limit: int,
+    lease_seconds: float,
+    now: datetime,
+) -> list[Claim]:
+    """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1."""
+    if limit <= 0:
+        return []
+    pick = (
+        select(ti.c.id)
+        .where(ti.c.state == TaskState.QUEUED.value)
+        .order_by(ti.c.priority_weight.desc(), ti.c.id)
+        .limit(limit)
+    )
+    if caps.skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    rows = conn.execute(
+        update(ti)
+        .where(ti.c.id.in_(pick.scalar_subquery()), ti.c.state == TaskState.QUEUED.value)
+        .values(
+            state=TaskState.RUNNING.value,
+            try_number=ti.c.try_number + 1,
+            fence_token=ti.c.fence_token + 1,
+            lease_owner=owner,
+            lease_until=now + timedelta(seconds=lease_seconds),
+            start_date=now,
+            end_date=None,
+            duration=None,
+        )
+        .returning(ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.try_number, ti.c.fence_token)
+    ).all()
+    if not rows:
+        return []
+    conn.execute(
+        insert(task_attempt),
+        [
+            {
+                "ti_id": r.id,
+                "run_pk": r.run_pk,
+                "dag_id": r.dag_id,
+                "task_id": r.task_id,
+                "try_number": r.try_number,
+                "fence_token": r.fence_token,
+                "worker": owner,
+                "started_at": now,
+            }
+            for r in rows
+        ],
+    )
+    runs = {
+        r.id: r
+        for r in conn.execute(
+            select(
+                dag_run.c.id,
+                dag_run.c.run_id,
+                dag_run.c.logical_date,
+                dag_run.c.data_interval_start,
+                dag_run.c.data_interval_end,
+                dag_run.c.conf,
+            ).where(dag_run.c.id.in_({r.run_pk for r in rows}))
+        )
+    }
+    return [
+        Claim(
+            ti_id=r.id,
+            run_pk=r.run_pk,
+            dag_id=r.dag_id,
+            task_id=r.task_id,
+            try_number=r.try_number,
+            fence_token=r.fence_token,
+            run_id=runs[r.run_pk].run_id,
+            logical_date=runs[r.run_pk].logical_date,
+            data_interval_start=runs[r.run_pk].data_interval_start,
+            data_interval_end=runs[r.run_pk].data_interval_end,
+            conf=json.loads(runs[r.run_pk].conf) if runs[r.run_pk].conf else {},
+        )
+        for r in sorted(rows, key=lambda r: r.id)
+    ]
+
+
+def upstream_values(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> dict[str, Any]:
+    """The return values of upstream tasks in the same run (TaskFlow data passing)."""
+    task_ids = list(task_ids)
+    if not task_ids:
+        return {}
+    rows = conn.execute(
+        select(ti.c.task_id, ti.c.return_value).where(
+            ti.c.run_pk == run_pk, ti.c.task_id.in_(task_ids)
+        )
+    )
+    return {task_id: json.loads(value) if value else None for task_id, value in rows}
+
+
+def extend_leases(
+    conn: Connection,
+    owner: str,
+    leases: Iterable[tuple[int, int]],
+    lease_seconds: float,
+    now: datetime,
+) -> set[tuple[int, int]]:
+    """Heartbeat: push out the leases still held; returns the (ti_id, fence) pairs lost."""
+    leases = set(leases)
+    if not leases:
+        return set()
+    kept = conn.execute(
+        update(ti)
+        .where(
+            tuple_(ti.c.id, ti.c.fence_token).in_(sorted(leases)),
+            ti.c.lease_owner == owner,
+            ti.c.state == TaskState.RUNNING.value,
+        )
+        .values(lease_until=now + timedelta(seconds=lease_seconds))
+        .returning(ti.c.id, ti.c.fence_token)
+    ).all()
+    return leases - {(r.id, r.fence_token) for r in kept}
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended, as reported by the worker that ran it."""
+
+    ti_id: int
+    run_pk: int
+    dag_id: str
+    task_id: str
+    fence_token: int
+    outcome: AttemptOutcome
+    error: str | None = None
+    return_value: str | None = None
+    duration: float = 0.0
+    log_path: str | None = None
+
+
+@dataclass
+class Completion:
+    """What ``complete`` did: accepted outcomes, stale ones, and the runs it advanced."""
+
+    accepted: list[Outcome] = field(default_factory=list)
+    stale: list[Outcome] = field(default_factory=list)
+    retrying: list[Outcome] = field(default_factory=list)
+    dead: list[Outcome] = field(default_factory=list)
+    finished_runs: list[int] = field(default_factory=list)
+
+
+def complete(
+    conn: Connection,
+    owner: str,
+    outcomes: Iterable[Outcome],
+    spec_for: SpecLookup,
+    now: datetime,
+) -> Completion:
+    """Record finished attempts (fenced), schedule retries, and advance their runs.
+
+    Many outcomes share one transaction (a group commit). An outcome whose lease was lost
+    changes no task state: it is recorded as stale in the attempt history and discarded.
+    """
+    result = Completion()
+    touched: dict[int, str] = {}
+    for outcome in outcomes:
+        task = spec_for(outcome.dag_id).task_map.get(outcome.task_id)
+        state = _finish(conn, owner, outcome, task, now)
+        if state is None:
+            _record_attempt(conn, outcome, AttemptOutcome.STALE, _stale_reason(outcome), now)
+            result.stale.append(outcome)
+            continue
+        _record_attempt(conn, outcome, outcome.outcome, outcome.error, now)
+        result.accepted.append(outcome)
+        if state == TaskState.UP_FOR_RETRY:
+            result.retrying.append(outcome)
+        elif state == TaskState.FAILED:
+            result.dead.append(outcome)
+        if state != TaskState.UP_FOR_RETRY:
+            touched[outcome.run_pk] = outcome.dag_id
+    for run_pk, dag_id in sorted(touched.items()):
+        if advance_run(conn, run_pk, spec_for(dag_id), now).run_state is not None:
+            result.finished_runs.append(run_pk)
+    return result
+
+
+def _stale_reason(outcome: Outcome) -> str:
+    return (
+        f"finished as {outcome.outcome.value} after its lease was lost "
+        f"(fence token {outcome.fence_token}); result discarded"
+    )
+
+
+def _finish(
+    conn: Connection, owner: str, outcome: Outcome, task: TaskSpec | None, now: datetime
+) -> TaskState | None:
+    """The guarded update of one finished attempt; None when the lease was lost."""
+    guard = and_(
+        ti.c.id == outcome.ti_id,
+        ti.c.fence_token == outcome.fence_token,
+        ti.c.lease_owner == owner,
+        ti.c.state == TaskState.RUNNING.value,
+    )
+    released = {"lease_owner": None, "lease_until": None, "end_date": now}
+    if outcome.outcome == AttemptOutcome.SUCCESS:
+        done = conn.execute(
+            update(ti)
+            .where(guard)
+            .values(
+                state=TaskState.SUCCESS.value,
+                duration=outcome.duration,
+                return_value=outcome.return_value,
+                last_error=None,
+                **released,
+            )
+        )
+        return TaskState.SUCCESS if done.rowcount else None
+    failures = conn.execute(
+        update(ti)
+        .where(guard)
+        .values(
+            state=TaskState.FAILED.value,
+            failures=ti.c.failures + 1,
+            duration=outcome.duration,
+            last_error=outcome.error,
+            **released,
+        )
+        .returning(ti.c.failures)
+    ).scalar()
+    if failures is None:
+        return None
+    retries = task.retries if task else 0
+    if outcome.outcome == AttemptOutcome.NON_RETRYABLE or failures > retries:
+        return TaskState.FAILED
+    delay = backoff_delay(
+        failures, task.retry_delay, task.max_retry_delay, task.retry_exponential_backoff
+    )
+    conn.execute(
+        update(ti)
+        .where(ti.c.id == outcome.ti_id)
+        .values(state=TaskState.UP_FOR_RETRY.value, next_try_at=now + timedelta(seconds=delay))
+    )
+    return TaskState.UP_FOR_RETRY
+
+
+def _record_attempt(
+    conn: Connection, outcome: Outcome, result: AttemptOutcome, error: str | None, now: datetime
+) -> None:
+    values: dict[str, Any] = {"outcome": result.value, "error": error, "ended_at": now}
+    if outcome.log_path:
+        values["log_path"] = outcome.log_path
+    conn.execute(
+        update(task_attempt)
+        .where(
+            task_attempt.c.ti_id == outcome.ti_id,
+            task_attempt.c.fence_token == outcome.fence_token,
+        )
+        .values(**values)
+    )
+
+
+def release(
+    conn: Connection, owner: str, leases: Iterable[tuple[int, int]], now: datetime, reason: str
+) -> int:
+    """Give held task instances back to the queue at once (graceful shutdown)."""
+    count = 0
+    for ti_id, fence in leases:
+        done = conn.execute(
+            update(ti)
+            .where(
+                ti.c.id == ti_id,
+                ti.c.fence_token == fence,
+                ti.c.lease_owner == owner,
+                ti.c.state == TaskState.RUNNING.value,
+            )
+            .values(
+                state=TaskState.QUEUED.value, lease_owner=None, lease_until=None, queued_at=now
+            )
+        )
+        if done.rowcount:
+            count += 1
+            conn.execute(
+                update(task_attempt)
+                .where(task_attempt.c.ti_id == ti_id, task_attempt.c.fence_token == fence)
+                .values(outcome=AttemptOutcome.RELEASED.value, error=reason, ended_at=now)
+            )
+    return count
+
+
+# ---------------------------------------------------------------- scheduler sweeps
+
+
+def requeue_retries(conn: Connection, now: datetime) -> int:
+    """Task instances whose retry time has come go back to the queue."""
+    return conn.execute(
+        update(ti)
+        .where(ti.c.state == TaskState.UP_FOR_RETRY.value, ti.c.next_try_at <= now)
+        .values(state=TaskState.QUEUED.value, queued_at=now, next_try_at=None)
+    ).rowcount
+
+
+def next_retry_at(conn: Connection) -> datetime | None:
+    return conn.execute(
+        select(func.min(ti.c.next_try_at)).where(ti.c.state == TaskState.UP_FOR_RETRY.value)
+    ).scalar()
+
+
+@dataclass(frozen=True)
+class Reaped:
+    ti_id: int
+    run_pk: int
+    dag_id: str
+    task_id: str
+    fence_token: int
+    failed: bool
+
+
+def reap_expired(
+    conn: Connection,
+    caps: Capabilities,
+    spec_for: SpecLookup,
+    now: datetime,
+    budget: int = DEFAULT_LEASE_LOSS_BUDGET,
+) -> list[Reaped]:
+    """Expired leases become a new attempt at once, or a failure past the lease-loss budget.
+
+    Lost leases are infrastructure failures (a killed or paused worker), so they have their
+    own budget and leave the task's ``retries`` for its own errors.
+    """
+    pick = select(ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.lease_losses).where(
+        ti.c.state == TaskState.RUNNING.value, ti.c.lease_until < now
+    )
+    if caps.skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    reaped = []
+    for row in conn.execute(pick).all():
+        failed = row.lease_losses + 1 > budget
+        error = f"lease expired {row.lease_losses + 1} time(s): the worker died or stalled"
+        done = conn.execute(
+            update(ti)
+            .where(
+                ti.c.id == row.id,
+                ti.c.fence_token == row.fence_token,
+                ti.c.state == TaskState.RUNNING.value,
+            )
+            .values(
+                state=(TaskState.FAILED if failed else TaskState.QUEUED).value,
+                lease_losses=ti.c.lease_losses + 1,
+                lease_owner=None,
+                lease_until=None,
+                queued_at=now,
+                end_date=now if failed else None,
+                last_error=error if failed else ti.c.last_error,
+            )
+        )
+        if not done.rowcount:
+            continue
+        conn.execute(
+            update(task_attempt)
+            .where(task_attempt.c.ti_id == row.id, task_attempt.c.fence_token == row.fence_token)
+            .values(outcome=AttemptOutcome.LEASE_EXPIRED.value, error=error, ended_at=now)
+        )
+        reaped.append(Reaped(row.id, row.run_pk, row.dag_id, row.task_id, row.fence_token, failed))
+    for r in reaped:
+        if r.failed:
+            advance_run(conn, r.run_pk, spec_for(r.dag_id), now)
+    return reaped
+
+
+# ---------------------------------------------------------------- operators: clear and rerun
+
+
+def clear_runs(
+    conn: Connection,
+    spec: DagSpec,
+    selection: dict[int, set[str] | None],
+    now: datetime,
+) -> tuple[int, int]:
+    """Reset the chosen task instances of each run (all of them for None) so they run again.
+
+    Running instances are left alone (they finish or are reaped first). A finished run goes
+    back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
+    """
+    cleared_tasks = 0
+    for run_pk, task_ids in selection.items():
+        ensure_task_instances(conn, spec, [run_pk])
+        where = [ti.c.run_pk == run_pk, ti.c.state != TaskState.RUNNING.value]
+        if task_ids is not None:
+            where.append(ti.c.task_id.in_(sorted(task_ids)))
+        cleared_tasks += conn.execute(
+            update(ti)
+            .where(*where)
+            .values(
+                state=TaskState.NONE.value,
+                failures=0,
+                lease_losses=0,
+                next_try_at=None,
+                queued_at=None,
+                end_date=None,
+                last_error=None,
+                return_value=None,
+            )
+        ).rowcount
+        conn.execute(
+            update(dag_run)
+            .where(
+                dag_run.c.id == run_pk,
+                dag_run.c.state.in_([RunState.SUCCESS.value, RunState.FAILED.value]),
+            )
+            .values(state=RunState.WAITING.value, end_date=None)
+        )
+        advance_run(conn, run_pk, spec, now)
+    return len(selection), cleared_tasks
+
+
+# ---------------------------------------------------------------- partitions: fenced writes
+
+
+def check_lease(conn: Connection, ti_id: int, fence_token: int) -> None:
+    """Lock the task instance and raise ``LeaseLost`` unless this attempt still holds it."""
+    row = conn.execute(
+        select(ti.c.id)
+        .where(
+            ti.c.id == ti_id,
+            ti.c.fence_token == fence_token,
+            ti.c.state == TaskState.RUNNING.value,
+        )
+        .with_for_update()
+    ).first()
+    if row is None:
+        raise LeaseLost(ti_id, fence_token)
+
+
+def record_partition_write(conn: Connection, **values: Any) -> None:
+    conn.execute(insert(partition_write).values(**values))

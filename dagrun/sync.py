@@ -1,0 +1,90 @@
+"""Keeps the store's DAG registry in step with the dags folder.
+
+Only files whose content changed since the last parse are imported again; unchanged files
+keep their stored specs, so a scheduler tick or a ``dags list`` with nothing changed costs a
+directory walk, a hash per file and one query. Cross-file rules (one file per dag_id) are
+checked here because no single import can see them.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from dagrun import parser
+from dagrun.spec import DagSpec
+from dagrun.store import Store, registry
+
+DUPLICATE_PREFIX = "duplicate DAG id"
+
+
+@dataclass
+class SyncReport:
+    """What one sync did: how many files were imported, and which were unchanged."""
+
+    parsed: list[str] = field(default_factory=list)
+    unchanged: int = 0
+    removed: list[str] = field(default_factory=list)
+
+
+def dags_folder(value: str | os.PathLike | None = None) -> str:
+    return os.path.abspath(value or os.environ.get("DAGRUN_DAGS_FOLDER") or "dags")
+
+
+def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT) -> SyncReport:
+    """Parse what changed in ``folder`` and record DAGs and import errors in the store."""
+    found = parser.discover(folder)
+    with store.read() as conn:
+        known = registry.known_files(conn)
+    removed = [p for p in known if p not in found]
+    changed = {p: h for p, h in found.items() if p not in known or known[p].content_hash != h}
+    if changed or removed:
+        changed.update(_clashing_files(known, found))
+    report = SyncReport(parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed)
+    if not changed and not removed:
+        return report
+    results = parser.parse_files(changed, timeout) if changed else {}
+    owners = {
+        dag_id: path
+        for path, k in known.items()
+        if path in found and path not in changed
+        for dag_id in k.dag_ids
+    }
+    now = datetime.now(UTC)
+    with store.write() as conn:
+        registry.forget_files(conn, removed)
+        for path in sorted(results):
+            result = results[path]
+            specs, error, line = _resolve_duplicates(result, owners)
+            registry.save_file(conn, path, result.content_hash, specs, error, line, now)
+        registry.deactivate_missing(conn, set(owners))
+    return report
+
+
+def _clashing_files(known: dict[str, registry.KnownFile], found: dict[str, str]) -> dict:
+    """Files rejected for a duplicate dag_id are rechecked when other files change."""
+    return {
+        p: found[p]
+        for p, k in known.items()
+        if p in found and k.error and k.error.startswith(DUPLICATE_PREFIX)
+    }
+
+
+def _resolve_duplicates(
+    result: parser.FileResult, owners: dict[str, str]
+) -> tuple[list[DagSpec], str | None, int | None]:
+    """Keep the DAGs whose id no earlier file owns; report the first clash of this file."""
+    error = result.error.reason if result.error else None
+    line = result.error.line if result.error else None
+    kept = []
+    for spec in result.dags:
+        first = owners.get(spec.dag_id)
+        if first is not None and first != result.path:
+            if error is None:
+                error = f"{DUPLICATE_PREFIX} '{spec.dag_id}': already defined in {first}"
+                line = spec.line
+            continue
+        owners[spec.dag_id] = result.path
+        kept.append(spec)
+    return kept, error, line

@@ -1,0 +1,276 @@
+"""The worker: claim ready task instances, run them in child processes, record outcomes.
+
+One loop, one thread. Each turn collects finished attempts, hands buffered claims to idle
+children at once, and then, in a single short transaction, records every outcome (fenced),
+advances the affected runs (queueing tasks whose upstreams just finished) and claims the next
+batch. That group commit is what makes small tasks cheap; holding a small buffer of claims
+keeps children busy while the transaction runs. Leases are extended by heartbeat about every
+third of their length, and a lost lease turns the attempt's eventual result into a stale
+record instead of a state change.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from sqlalchemy import Connection
+
+from dagrun.pool import Job, Pool
+from dagrun.runner import AttemptRequest, AttemptResult
+from dagrun.spec import DagSpec
+from dagrun.states import AttemptOutcome
+from dagrun.store import Store, registry, transitions
+from dagrun.store.engine import dagrun_home
+from dagrun.store.transitions import Claim, Completion, Outcome
+
+log = logging.getLogger("dagrun.worker")
+
+DEFAULT_LEASE_SECONDS = float(os.environ.get("DAGRUN_LEASE_SECONDS", "30"))
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    stale: int = 0
+    released: int = 0
+    finished_runs: int = 0
+
+    def add(self, completion: Completion) -> None:
+        for outcome in completion.accepted:
+            if outcome.outcome == AttemptOutcome.SUCCESS:
+                self.succeeded += 1
+            else:
+                self.failed += 1
+        self.retried += len(completion.retrying)
+        self.stale += len(completion.stale)
+
+
+@dataclass
+class WorkerOptions:
+    concurrency: int = os.cpu_count() or 2
+    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    poll_interval: float = 1.0
+    grace: float = 30.0
+    log_dir: Path = field(default_factory=lambda: dagrun_home() / "logs")
+    lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET
+
+
+class Worker:
+    """Claims and runs task instances until ``stop()`` or until ``until()`` says done."""
+
+    def __init__(
+        self,
+        store: Store,
+        options: WorkerOptions | None = None,
+        *,
+        tick: Callable[[], bool] | None = None,
+        tick_interval: float = 1.0,
+        until: Callable[[], bool] | None = None,
+    ):
+        self.store = store
+        self.options = options or WorkerOptions()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.tick = tick
+        self.tick_interval = tick_interval
+        self.until = until
+        self._last_tick = float("-inf")
+        self.stats = WorkerStats()
+        self.specs = registry.SpecCache()
+        self._buffer: deque[Job] = deque()
+        self._stopping = False
+        self._last_heartbeat = time.monotonic()
+        self._wake = True
+
+    def stop(self) -> None:
+        """Stop claiming; running attempts get the grace period to finish (signal-safe)."""
+        self._stopping = True
+
+    def wake(self) -> None:
+        """New work may be queued: claim at the next turn instead of the next poll."""
+        self._wake = True
+
+    def run(self) -> WorkerStats:
+        pool = Pool(self.options.concurrency)
+        log.info("worker %s started with %d child processes", self.owner, pool.size)
+        try:
+            self._loop(pool)
+            self._shutdown(pool)
+        finally:
+            pool.close()
+        return self.stats
+
+    def _loop(self, pool: Pool) -> None:
+        last_poll = 0.0
+        while not self._stopping:
+            finished = pool.collect(self._wait_time(pool, last_poll))
+            self._dispatch(pool)
+            polling = time.monotonic() - last_poll >= self.options.poll_interval
+            if finished or self._wake or (polling and self._room(pool)):
+                self._wake = False
+                last_poll = time.monotonic()
+                self._step(pool, finished)
+                self._dispatch(pool)
+            self._heartbeat_if_due(pool)
+            self._tick_if_due()
+            if self.until and not pool.busy() and not self._buffer and self.until():
+                return
+
+    def _wait_time(self, pool: Pool, last_poll: float) -> float:
+        if self._wake or (self._buffer and pool.idle()):
+            return 0.0
+        now = time.monotonic()
+        wait = self.options.poll_interval - (now - last_poll)
+        wait = min(wait, self._heartbeat_every - (now - self._last_heartbeat))
+        if self.tick is not None:
+            wait = min(wait, self.tick_interval - (now - self._last_tick))
+        deadline = pool.next_deadline()
+        if deadline is not None:
+            wait = min(wait, deadline - now)
+        return max(0.0, min(wait, self.options.poll_interval))
+
+    @property
+    def _heartbeat_every(self) -> float:
+        return self.options.lease_seconds / 3
+
+    def _room(self, pool: Pool) -> int:
+        """How many more claims to take: enough to refill every child twice over."""
+        return max(0, 2 * pool.size - len(pool.busy()) - len(self._buffer))
+
+    def _step(self, pool: Pool, finished: list[tuple[Job, AttemptResult]]) -> None:
+        """One group commit: record finished attempts, advance runs, claim more work."""
+        outcomes = [_outcome(job, result) for job, result in finished]
+        with self.store.write() as conn:
+            now = self.store.now(conn)
+            spec_for = self.specs.bound(conn)
+            completion = transitions.complete(conn, self.owner, outcomes, spec_for, now)
+            claims = transitions.claim(
+                conn,
+                self.store.caps,
+                self.owner,
+                0 if self._stopping else self._room(pool),
+                self.options.lease_seconds,
+                now,
+            )
+            jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
+        self._buffer.extend(jobs)
+        self.stats.claimed += len(claims)
+        self.stats.add(completion)
+        for outcome in completion.stale:
+            log.warning("discarded stale result of task instance %s (fence %s)",
+                        outcome.ti_id, outcome.fence_token)
+        self.stats.finished_runs += len(completion.finished_runs)
+        if completion.finished_runs:
+            self._last_tick = float("-inf")
+
+    def _tick_if_due(self) -> None:
+        """Run the embedded scheduler hook on its interval, or at once after a run ended."""
+        if self.tick is None or time.monotonic() - self._last_tick < self.tick_interval:
+            return
+        self._last_tick = time.monotonic()
+        if self.tick():
+            self._wake = True
+
+    def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
+        task = spec.task_map[claim.task_id]
+        inputs = transitions.upstream_values(conn, claim.run_pk, task.data_inputs)
+        request = AttemptRequest(
+            dag_id=claim.dag_id,
+            task_id=claim.task_id,
+            fileloc=spec.fileloc,
+            timezone=spec.timezone,
+            run_id=claim.run_id,
+            logical_date=claim.logical_date,
+            data_interval_start=claim.data_interval_start,
+            data_interval_end=claim.data_interval_end,
+            try_number=claim.try_number,
+            fence_token=claim.fence_token,
+            ti_id=claim.ti_id,
+            params=claim.conf,
+            inputs=inputs,
+            log_path=str(log_path(self.options.log_dir, claim)),
+            db_url=self.store.url,
+        )
+        return Job(request, task.execution_timeout, payload=claim)
+
+    def _dispatch(self, pool: Pool) -> None:
+        for child in pool.idle():
+            if not self._buffer:
+                return
+            pool.dispatch(child, self._buffer.popleft())
+
+    def _heartbeat_if_due(self, pool: Pool) -> None:
+        if time.monotonic() - self._last_heartbeat < self._heartbeat_every:
+            return
+        self._last_heartbeat = time.monotonic()
+        held = [_lease(j) for j in [*(c.job for c in pool.busy()), *self._buffer]]
+        if not held:
+            return
+        with self.store.write() as conn:
+            lost = transitions.extend_leases(
+                conn, self.owner, held, self.options.lease_seconds, self.store.now(conn)
+            )
+        for ti_id, fence in sorted(lost):
+            log.warning("lease lost for task instance %s (fence %s); its result will be "
+                        "discarded", ti_id, fence)
+
+    def _shutdown(self, pool: Pool) -> None:
+        """Release unstarted claims now; give running attempts the grace period, then kill."""
+        self._release([_lease(j) for j in self._buffer], "worker stopping before start")
+        self._buffer.clear()
+        deadline = time.monotonic() + self.options.grace
+        if pool.busy():
+            log.info("waiting up to %.0f s for %d running attempt(s)", self.options.grace,
+                     len(pool.busy()))
+        while pool.busy() and time.monotonic() < deadline:
+            finished = pool.collect(min(1.0, max(0.0, deadline - time.monotonic())))
+            if finished:
+                self._step(pool, finished)
+            self._heartbeat_if_due(pool)
+        killed = pool.kill_busy()
+        if killed:
+            self._release([_lease(j) for j in killed], "worker stopped: grace period over")
+
+    def _release(self, leases: list[tuple[int, int]], reason: str) -> None:
+        if not leases:
+            return
+        with self.store.write() as conn:
+            count = transitions.release(conn, self.owner, leases, self.store.now(conn), reason)
+        self.stats.released += count
+        log.info("released %d task instance(s) back to the queue", count)
+
+
+def _lease(job: Job) -> tuple[int, int]:
+    return job.payload.ti_id, job.payload.fence_token
+
+
+def _outcome(job: Job, result: AttemptResult) -> Outcome:
+    claim: Claim = job.payload
+    return Outcome(
+        ti_id=claim.ti_id,
+        run_pk=claim.run_pk,
+        dag_id=claim.dag_id,
+        task_id=claim.task_id,
+        fence_token=claim.fence_token,
+        outcome=result.outcome,
+        error=result.error,
+        return_value=result.return_value,
+        duration=result.duration,
+        log_path=job.request.log_path,
+    )
+
+
+def log_path(log_dir: Path, claim: Claim) -> Path:
+    """``logs/<dag>/<task>/<logical date>/attempt-<try>.log``: one file per attempt."""
+    stamp = claim.logical_date.strftime("%Y-%m-%dT%H%M%SZ")
+    return log_dir / claim.dag_id / claim.task_id / stamp / f"attempt-{claim.try_number}.log"

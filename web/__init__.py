@@ -1,0 +1,1 @@
+"""Templates and static files of the web page, shipped inside the wheel as dagrun.web."""
