@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 import json
+import logging
+import signal
 import sys
-from datetime import datetime
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from datetime import date, datetime
 from typing import Any
 
 import click
 
 from dagrun.store import Store
 from dagrun.sync import SyncReport, dags_folder, sync_dags
+from dagrun.timetable import parse_cli_instant
 
 
 class App:
@@ -67,3 +72,51 @@ def echo_table(headers: list[str], rows: list[list[Any]]) -> None:
 
 def is_terminal() -> bool:
     return sys.stdout.isatty()
+
+
+def resolve_date(spec, value: str) -> datetime:
+    """A command-line date: a date-only value picks the scheduled logical date on that local
+    day (local midnight for an unscheduled DAG); a full timestamp is taken as given."""
+    tt = spec.timetable
+    day = _date_only(value)
+    if day is None:
+        return parse_cli_instant(value, tt.tz)
+    found = tt.logical_date_on_day(day) if tt.schedulable else None
+    return found or parse_cli_instant(value, tt.tz)
+
+
+def _date_only(value: str) -> date | None:
+    try:
+        return date.fromisoformat(value) if len(value) == 10 else None
+    except ValueError:
+        return None
+
+
+@contextmanager
+def stop_signals(stop: Callable[[], None]) -> Iterator[None]:
+    """SIGTERM and SIGINT call ``stop`` (a clean shutdown) instead of killing the process."""
+    previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
+
+    def handler(signum, _frame) -> None:
+        click.echo(f"\n{signal.Signals(signum).name}: stopping cleanly...", err=True)
+        stop()
+
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h)
+
+
+def setup_logging(verbose: bool, level: int = logging.INFO) -> None:
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else level,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+
+
+def fmt_seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}s"

@@ -1,0 +1,286 @@
+"""``dagrun run``, ``backfill``, ``clear`` and ``runs list|show``: making and reading runs."""
+
+from __future__ import annotations
+
+import re
+from datetime import UTC, datetime
+
+import click
+
+from dagrun.backfill import Action, Mode, RunDriver, make_plan, prepare
+from dagrun.cli.app import (
+    App,
+    echo_json,
+    echo_table,
+    fmt_seconds,
+    iso,
+    pass_app,
+    resolve_date,
+    stop_signals,
+)
+from dagrun.errors import UsageError
+from dagrun.progress import Progress
+from dagrun.spec import DagSpec
+from dagrun.states import RunState, TaskState
+from dagrun.store import queries, registry, transitions
+from dagrun.timetable import DataInterval, parse_cli_range
+
+
+def _spec(app: App, dag_id: str) -> DagSpec:
+    app.sync()
+    with app.store.read() as conn:
+        return registry.get_dag(conn, dag_id).spec
+
+
+@click.command("backfill")
+@click.argument("dag_id")
+@click.option("--start", "-s", required=True, help="First date (in the DAG's timezone).")
+@click.option("--end", "-e", required=True, help="Last date, inclusive (a date = whole day).")
+@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
+@click.option("--rerun-failed", is_flag=True, help="Rerun failed and upstream-failed tasks.")
+@click.option("--reset", is_flag=True, help="Rerun every task of every date.")
+@click.option("--max-active-runs", type=click.IntRange(1), default=None,
+              help="Runs at once (default: the DAG's max_active_runs).")
+@click.option("--workers", type=click.IntRange(1), default=None,
+              help="Worker child processes (default: number of cores).")
+@click.option("--reverse", is_flag=True, help="Run the newest dates first.")
+@pass_app
+def backfill(app: App, dag_id: str, start: str, end: str, dry_run: bool, rerun_failed: bool,
+             reset: bool, max_active_runs: int | None, workers: int | None,
+             reverse: bool) -> None:
+    """Create and run every scheduled run of DAG with logical date in [start, end]."""
+    if rerun_failed and reset:
+        raise UsageError("--rerun-failed and --reset exclude each other")
+    spec = _spec(app, dag_id)
+    first, last = parse_cli_range(start, end, spec.timetable.tz)
+    mode = Mode.RESET if reset else Mode.RERUN_FAILED if rerun_failed else Mode.DEFAULT
+    plan = make_plan(app.store, spec, first, last, mode)
+    if dry_run:
+        _print_plan(plan)
+        return
+    todo = plan.to_run
+    counts = plan.counts()
+    click.echo(
+        f"backfill {dag_id}: {len(plan.entries)} date(s); "
+        + ", ".join(f"{n} {a.value}" for a, n in counts.items()),
+        err=True,
+    )
+    kept_failed = counts.get(Action.KEEP_FAILED, 0)
+    if not todo:
+        raise click.exceptions.Exit(1 if kept_failed else 0)
+    progress = Progress(len(todo))
+    run_pks = prepare(app.store, plan)
+    job = RunDriver(app.store, spec, run_pks, max_active_runs=max_active_runs, workers=workers,
+                    reverse=reverse, progress=progress)
+    with stop_signals(job.stop):
+        result = job.run()
+    progress.close()
+    runs, tasks = result.runs, result.tasks
+    click.echo(
+        f"backfill {dag_id}: runs {runs.get('success', 0)} succeeded, "
+        f"{runs.get('failed', 0)} failed; tasks "
+        + ", ".join(f"{n} {s}" for s, n in sorted(tasks.items()))
+        + f"; {result.seconds:.1f}s"
+    )
+    if result.interrupted:
+        click.echo("interrupted: run the same command again to resume", err=True)
+    elif runs.get("failed"):
+        click.echo(f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with "
+                   f"`dagrun backfill {dag_id} --start {start} --end {end} --rerun-failed`",
+                   err=True)
+    if result.failed or kept_failed:
+        raise click.exceptions.Exit(1)
+
+
+def _print_plan(plan) -> None:
+    tz = plan.spec.timetable.tz
+    echo_table(
+        ["logical date (local)", "logical date (UTC)", "current state", "action"],
+        [
+            [e.interval.start.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"),
+             e.interval.start.strftime("%Y-%m-%d %H:%MZ"), e.state or "-", e.action.value]
+            for e in plan.entries
+        ],
+    )
+    click.echo(f"dry run: {len(plan.to_run)} of {len(plan.entries)} date(s) would run; "
+               "nothing was changed")
+
+
+@click.command("run")
+@click.argument("dag_id")
+@click.option("--date", "date_", default=None, help="Logical date (default: now).")
+@click.option("--run-id", default=None, help="Idempotency key: an existing key runs nothing.")
+@click.option("--workers", type=click.IntRange(1), default=None)
+@pass_app
+def run(app: App, dag_id: str, date_: str | None, run_id: str | None,
+        workers: int | None) -> None:
+    """Trigger one run of DAG and execute it to completion."""
+    spec = _spec(app, dag_id)
+    interval = _manual_interval(spec, date_)
+    key = run_id or f"manual__{interval.start.isoformat()}"
+    with app.store.write() as conn:
+        now = app.store.now(conn)
+        pk, created = transitions.create_manual_run(conn, spec, interval, key, now)
+        existing = queries.run_by_pk(conn, pk)
+    if not created:
+        if existing.run_id != key:
+            raise UsageError(
+                f"DAG '{dag_id}' already has run '{existing.run_id}' at "
+                f"{existing.logical_date.isoformat()}; rerun it with `dagrun clear`"
+            )
+        click.echo(f"run {key} already exists ({existing.state}); nothing to do")
+        _print_run(app, existing)
+        return
+    click.echo(f"run {key} of {dag_id} at {interval.start.isoformat()}", err=True)
+    final = _execute_runs(app, spec, [pk], workers)
+    _print_run(app, final)
+    if final.state != RunState.SUCCESS:
+        raise click.exceptions.Exit(1)
+
+
+def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
+    if value is None:
+        now = datetime.now(UTC).replace(microsecond=0)
+        return DataInterval(now, now)
+    logical = resolve_date(spec, value)
+    scheduled = next(iter(spec.timetable.intervals(logical, logical)), None)
+    return scheduled or DataInterval(logical, logical)
+
+
+def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | None):
+    driver = RunDriver(app.store, spec, run_pks, workers=workers)
+    with stop_signals(driver.stop):
+        driver.run()
+    with app.store.read() as conn:
+        return queries.run_by_pk(conn, run_pks[0])
+
+
+def _print_run(app: App, run_row: queries.RunRow) -> None:
+    with app.store.read() as conn:
+        tasks = queries.task_instances(conn, [run_row.id])
+    click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
+    echo_table(
+        ["task_id", "state", "try", "duration", "error"],
+        [[t.task_id, t.state, t.try_number, fmt_seconds(t.duration), t.last_error or ""]
+         for t in tasks],
+    )
+
+
+@click.group("runs")
+def runs_group() -> None:
+    """List and inspect DAG runs."""
+
+
+@runs_group.command("list")
+@click.argument("dag_id")
+@click.option("--state", type=click.Choice([s.value for s in RunState]), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
+    """Runs of DAG, oldest first, with states and durations."""
+    spec = _spec(app, dag_id)
+    with app.store.read() as conn:
+        rows = queries.runs(conn, dag_id, state=state)
+    if as_json:
+        echo_json([_run_json(r) for r in rows])
+        return
+    tz = spec.timetable.tz
+    echo_table(
+        ["run_id", "logical date (local)", "type", "state", "duration"],
+        [[r.run_id, r.logical_date.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"), r.run_type,
+          r.state, fmt_seconds(r.duration)] for r in rows],
+    )
+
+
+def _run_json(r: queries.RunRow) -> dict:
+    return {
+        "run_id": r.run_id,
+        "logical_date": iso(r.logical_date),
+        "data_interval_start": iso(r.data_interval_start),
+        "data_interval_end": iso(r.data_interval_end),
+        "state": r.state,
+        "run_type": r.run_type,
+        "start_date": iso(r.start_date),
+        "end_date": iso(r.end_date),
+        "duration": r.duration,
+    }
+
+
+@runs_group.command("show")
+@click.argument("dag_id")
+@click.argument("run_id", required=False)
+@click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None,
+              as_json: bool) -> None:
+    """One run and its task instances."""
+    spec = _spec(app, dag_id)
+    if bool(run_id) == bool(date_):
+        raise UsageError("give either RUN_ID or --date")
+    with app.store.read() as conn:
+        row = (queries.run_by_id(conn, dag_id, run_id) if run_id
+               else queries.run_by_date(conn, dag_id, resolve_date(spec, date_)))
+        tasks = queries.task_instances(conn, [row.id])
+    if as_json:
+        echo_json({**_run_json(row), "tasks": [
+            {"task_id": t.task_id, "state": t.state, "try_number": t.try_number,
+             "duration": t.duration, "error": t.last_error} for t in tasks]})
+        return
+    _print_run(app, row)
+
+
+@click.command("clear")
+@click.argument("dag_id")
+@click.option("--start", "-s", required=True)
+@click.option("--end", "-e", required=True)
+@click.option("--tasks", "pattern", default=None, help="Regex on task ids.")
+@click.option("--downstream", is_flag=True, help="Also clear everything downstream.")
+@click.option("--failed-only", is_flag=True, help="Only failed and upstream-failed tasks.")
+@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@pass_app
+def clear(app: App, dag_id: str, start: str, end: str, pattern: str | None, downstream: bool,
+          failed_only: bool, yes: bool) -> None:
+    """Reset task instances so they run again."""
+    spec = _spec(app, dag_id)
+    first, last = parse_cli_range(start, end, spec.timetable.tz)
+    chosen = _matching_tasks(spec, pattern, downstream)
+    with app.store.read() as conn:
+        runs_ = queries.runs_between(conn, dag_id, first, last)
+        tis = queries.task_instances(conn, [r.id for r in runs_])
+    failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
+    selection: dict[int, set[str]] = {}
+    for t in tis:
+        if t.task_id in chosen and (not failed_only or t.state in failed):
+            selection.setdefault(t.run_pk, set()).add(t.task_id)
+    if not selection:
+        click.echo("nothing to clear")
+        return
+    count = sum(len(v) for v in selection.values())
+    if not yes:
+        click.confirm(f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}?",
+                      abort=True)
+    with app.store.write() as conn:
+        now = app.store.now(conn)
+        transitions.lock_dag(conn, app.store.caps, dag_id, skip_locked=False)
+        transitions.clear_runs(conn, spec, selection, now)
+        app.store.audit(conn, "clear", dag_id, start=first, end=last, pattern=pattern,
+                        downstream=downstream, failed_only=failed_only, tasks=count)
+    click.echo(f"cleared {count} task instance(s) in {len(selection)} run(s); the scheduler "
+               "(or `dagrun backfill`) will run them again")
+
+
+def _matching_tasks(spec: DagSpec, pattern: str | None, downstream: bool) -> set[str]:
+    if pattern is None:
+        return set(spec.task_map)
+    try:
+        regex = re.compile(pattern)
+    except re.error as exc:
+        raise UsageError(f"bad --tasks regex {pattern!r}: {exc}") from None
+    chosen = {t for t in spec.task_map if regex.search(t)}
+    if not chosen:
+        raise UsageError(f"--tasks {pattern!r} matches no task of '{spec.dag_id}'")
+    return spec.descendants(chosen) if downstream else chosen
+
+
+COMMANDS = [backfill, run, runs_group, clear]

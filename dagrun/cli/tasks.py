@@ -1,0 +1,172 @@
+"""``dagrun test``, ``tasks test``, ``tasks failed`` and ``logs``: running and debugging tasks."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from dagrun.cli.app import App, echo_json, echo_table, iso, pass_app, resolve_date
+from dagrun.errors import DagNotFound, TaskNotFound, UsageError
+from dagrun.parser import import_file
+from dagrun.runner import AttemptRequest, DagCache, execute
+from dagrun.spec import DagSpec
+from dagrun.states import AttemptOutcome, TaskState
+from dagrun.store import queries, registry
+from dagrun.timetable import DataInterval
+from dagrun.triggers import evaluate
+
+
+def _spec(app: App, dag_id: str) -> DagSpec:
+    app.sync()
+    with app.store.read() as conn:
+        return registry.get_dag(conn, dag_id).spec
+
+
+def _interval(spec: DagSpec, value: str) -> DataInterval:
+    logical = resolve_date(spec, value)
+    found = next(iter(spec.timetable.intervals(logical, logical)), None)
+    return found or DataInterval(logical, logical)
+
+
+def _request(spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict) -> AttemptRequest:
+    return AttemptRequest(
+        dag_id=spec.dag_id,
+        task_id=task_id,
+        fileloc=spec.fileloc,
+        timezone=spec.timezone,
+        run_id=f"test__{interval.start.isoformat()}",
+        logical_date=interval.start,
+        data_interval_start=interval.start,
+        data_interval_end=interval.end,
+        inputs=inputs,
+    )
+
+
+def _check_importable(spec: DagSpec) -> None:
+    """Import the file here first so a broken file fails with its reason, not per task."""
+    if not any(d.dag_id == spec.dag_id for d in import_file(spec.fileloc)):
+        raise DagNotFound(spec.dag_id)
+
+
+@click.command("test")
+@click.argument("dag_id")
+@click.argument("date")
+@pass_app
+def test_dag(app: App, dag_id: str, date: str) -> None:
+    """Run every task of DAG for DATE in this process, in order; nothing is recorded."""
+    spec = _spec(app, dag_id)
+    interval = _interval(spec, date)
+    _check_importable(spec)
+    cache = DagCache()
+    states = {t.task_id: TaskState.NONE for t in spec.tasks}
+    values: dict[str, object] = {}
+    while True:
+        decisions = evaluate(spec, states)
+        for task_id in decisions.upstream_failed:
+            states[task_id] = TaskState.UPSTREAM_FAILED
+        for task_id in decisions.skip:
+            states[task_id] = TaskState.SKIPPED
+        if not decisions.queue:
+            break
+        for task_id in decisions.queue:
+            task = spec.task_map[task_id]
+            click.secho(f"--- {task_id}", bold=True, err=True)
+            inputs = {u: values.get(u) for u in task.data_inputs}
+            result = execute(_request(spec, task_id, interval, inputs), cache)
+            ok = result.outcome == AttemptOutcome.SUCCESS
+            states[task_id] = TaskState.SUCCESS if ok else TaskState.FAILED
+            values[task_id] = _decode(result.return_value)
+            click.echo(f"--- {task_id}: {result.outcome.value} in {result.duration:.2f}s"
+                       + ("" if ok else f": {result.error}"), err=True)
+    echo_table(["task_id", "state"], [[t, s.value] for t, s in states.items()])
+    if any(s != TaskState.SUCCESS and s != TaskState.SKIPPED for s in states.values()):
+        raise click.exceptions.Exit(1)
+
+
+def _decode(value: str | None):
+    import json
+
+    return json.loads(value) if value else None
+
+
+@click.group("tasks")
+def tasks_group() -> None:
+    """Test tasks and list dead letters."""
+
+
+@tasks_group.command("test")
+@click.argument("dag_id")
+@click.argument("task_id")
+@click.argument("date")
+@pass_app
+def test_task(app: App, dag_id: str, task_id: str, date: str) -> None:
+    """Run one task for DATE in this process (upstream values are None); nothing recorded."""
+    spec = _spec(app, dag_id)
+    if task_id not in spec.task_map:
+        raise TaskNotFound(dag_id, task_id)
+    interval = _interval(spec, date)
+    _check_importable(spec)
+    inputs = dict.fromkeys(spec.task_map[task_id].data_inputs)
+    result = execute(_request(spec, task_id, interval, inputs), DagCache())
+    click.echo(f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
+               + (f": {result.error}" if result.error else ""), err=True)
+    if result.return_value is not None:
+        click.echo(f"returned {result.return_value}")
+    if result.outcome != AttemptOutcome.SUCCESS:
+        raise click.exceptions.Exit(1)
+
+
+@tasks_group.command("failed")
+@click.argument("dag_id", required=False)
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def failed(app: App, dag_id: str | None, as_json: bool) -> None:
+    """The dead letters: tasks that exhausted their attempts, with their last error."""
+    if dag_id:
+        _spec(app, dag_id)
+    with app.store.read() as conn:
+        rows = queries.dead_letters(conn, dag_id)
+    if as_json:
+        echo_json([{"dag_id": r.dag_id, "task_id": r.task_id, "run_id": r.run_id,
+                    "logical_date": iso(r.logical_date), "try_number": r.try_number,
+                    "error": r.error} for r in rows])
+        return
+    if not rows:
+        click.echo("no failed tasks")
+        return
+    echo_table(["dag_id", "task_id", "logical date (UTC)", "tries", "last error"],
+               [[r.dag_id, r.task_id, r.logical_date.strftime("%Y-%m-%d %H:%MZ"),
+                 r.try_number, r.error or ""] for r in rows])
+
+
+@click.command("logs")
+@click.argument("dag_id")
+@click.argument("task_id")
+@click.argument("date")
+@click.option("--try", "try_number", type=click.IntRange(1), default=None,
+              help="Attempt number (default: the latest).")
+@pass_app
+def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None) -> None:
+    """Print an attempt's log."""
+    spec = _spec(app, dag_id)
+    with app.store.read() as conn:
+        run = queries.run_by_date(conn, dag_id, resolve_date(spec, date))
+        ti = queries.task_instance(conn, run, task_id)
+        attempts = queries.attempts(conn, ti.id)
+    if not attempts:
+        raise UsageError(f"{dag_id}.{task_id} has not run at {run.logical_date.isoformat()}")
+    chosen = [a for a in attempts if try_number in (None, a.try_number)]
+    if not chosen:
+        tries = ", ".join(str(a.try_number) for a in attempts)
+        raise UsageError(f"no try {try_number} of {task_id} (tries: {tries})")
+    attempt = chosen[-1]
+    click.echo(f"# try {attempt.try_number} on {attempt.worker}: {attempt.outcome or 'running'}"
+               + (f" ({attempt.error})" if attempt.error else ""), err=True)
+    path = Path(attempt.log_path) if attempt.log_path else None
+    if path is None or not path.exists():
+        raise UsageError(f"the log of try {attempt.try_number} is not on this host ({path})")
+    click.echo(path.read_text(errors="replace"), nl=False)
+
+
+COMMANDS = [test_dag, tasks_group, logs]

@@ -1,0 +1,54 @@
+"""A one-line progress display for long operations (backfill): bar, counts, elapsed, rate.
+
+On a terminal the line redraws in place; elsewhere (CI logs, pipes) a plain line is printed
+every few seconds so a long job still shows it is alive.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from typing import TextIO
+
+from dagrun.states import FINISHED_TASK_STATES, RunState
+
+
+class Progress:
+    def __init__(self, total_runs: int, stream: TextIO | None = None, every: float = 5.0):
+        self.total = total_runs
+        self.stream = stream or sys.stderr
+        self.tty = self.stream.isatty()
+        self.every = every
+        self.started = time.monotonic()
+        self._last_line = 0.0
+
+    def update(self, summary) -> None:
+        now = time.monotonic()
+        if not self.tty and now - self._last_line < self.every:
+            return
+        self._last_line = now
+        line = self.render(summary, now - self.started)
+        if self.tty:
+            self.stream.write("\r\033[K" + line)
+        else:
+            self.stream.write(line + "\n")
+        self.stream.flush()
+
+    def render(self, summary, elapsed: float) -> str:
+        runs, tasks = summary.runs, summary.tasks
+        ok, failed = runs.get(RunState.SUCCESS, 0), runs.get(RunState.FAILED, 0)
+        done_tasks = sum(n for s, n in tasks.items() if s in FINISHED_TASK_STATES)
+        total_tasks = sum(tasks.values())
+        width = 24
+        filled = int(width * (ok + failed) / self.total) if self.total else width
+        rate = done_tasks / elapsed if elapsed > 0 else 0.0
+        return (
+            f"[{'#' * filled}{'.' * (width - filled)}] runs {ok + failed}/{self.total} "
+            f"(ok {ok}, failed {failed})  tasks {done_tasks}/{total_tasks}  "
+            f"{elapsed:.1f}s  {rate:.1f} tasks/s"
+        )
+
+    def close(self) -> None:
+        if self.tty:
+            self.stream.write("\n")
+            self.stream.flush()

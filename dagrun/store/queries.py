@@ -1,0 +1,206 @@
+"""Read-only queries for the command line and the web page.
+
+Nothing here changes state. Each query is batched (one statement per view, never one per
+row or cell) so a DAG with ten thousand runs reads as fast as a new one.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection, func, select
+
+from dagrun.errors import RunNotFound, TaskNotFound
+from dagrun.states import RunState, TaskState
+from dagrun.store.schema import dag_run, partition_write, task_attempt, task_instance
+
+ti = task_instance
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    dag_id: str
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    run_type: str
+    state: str
+    created_at: datetime
+    start_date: datetime | None
+    end_date: datetime | None
+
+    @property
+    def duration(self) -> float | None:
+        if self.start_date and self.end_date:
+            return (self.end_date - self.start_date).total_seconds()
+        return None
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: int
+    run_pk: int
+    task_id: str
+    state: str
+    try_number: int
+    max_tries: int
+    start_date: datetime | None
+    end_date: datetime | None
+    duration: float | None
+    last_error: str | None
+    fence_token: int
+    lease_owner: str | None
+
+
+_RUN_COLUMNS = [getattr(dag_run.c, f) for f in RunRow.__dataclass_fields__]
+_TASK_COLUMNS = [getattr(ti.c, f) for f in TaskRow.__dataclass_fields__]
+
+
+def runs(
+    conn: Connection,
+    dag_id: str,
+    *,
+    state: str | None = None,
+    limit: int | None = None,
+    before: datetime | None = None,
+    newest_first: bool = False,
+) -> list[RunRow]:
+    stmt = select(*_RUN_COLUMNS).where(dag_run.c.dag_id == dag_id)
+    if state:
+        stmt = stmt.where(dag_run.c.state == state)
+    if before is not None:
+        stmt = stmt.where(dag_run.c.logical_date < before)
+    order = dag_run.c.logical_date.desc() if newest_first else dag_run.c.logical_date
+    stmt = stmt.order_by(order)
+    if limit:
+        stmt = stmt.limit(limit)
+    return [RunRow(*r) for r in conn.execute(stmt)]
+
+
+def runs_between(conn: Connection, dag_id: str, start: datetime, end: datetime) -> list[RunRow]:
+    stmt = (
+        select(*_RUN_COLUMNS)
+        .where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date.between(start, end))
+        .order_by(dag_run.c.logical_date)
+    )
+    return [RunRow(*r) for r in conn.execute(stmt)]
+
+
+def run_by_id(conn: Connection, dag_id: str, run_id: str) -> RunRow:
+    row = conn.execute(
+        select(*_RUN_COLUMNS).where(dag_run.c.dag_id == dag_id, dag_run.c.run_id == run_id)
+    ).first()
+    if row is None:
+        raise RunNotFound(dag_id, f"with run id '{run_id}'")
+    return RunRow(*row)
+
+
+def run_by_date(conn: Connection, dag_id: str, logical_date: datetime) -> RunRow:
+    row = conn.execute(
+        select(*_RUN_COLUMNS).where(
+            dag_run.c.dag_id == dag_id, dag_run.c.logical_date == logical_date
+        )
+    ).first()
+    if row is None:
+        raise RunNotFound(dag_id, f"at {logical_date.isoformat()}")
+    return RunRow(*row)
+
+
+def run_by_pk(conn: Connection, pk: int) -> RunRow:
+    return RunRow(*conn.execute(select(*_RUN_COLUMNS).where(dag_run.c.id == pk)).one())
+
+
+def task_instances(conn: Connection, run_pks: list[int]) -> list[TaskRow]:
+    """The task instances of many runs in one query."""
+    if not run_pks:
+        return []
+    stmt = select(*_TASK_COLUMNS).where(ti.c.run_pk.in_(run_pks)).order_by(ti.c.run_pk, ti.c.id)
+    return [TaskRow(*r) for r in conn.execute(stmt)]
+
+
+def task_instance(conn: Connection, run: RunRow, task_id: str) -> TaskRow:
+    row = conn.execute(
+        select(*_TASK_COLUMNS).where(ti.c.run_pk == run.id, ti.c.task_id == task_id)
+    ).first()
+    if row is None:
+        raise TaskNotFound(run.dag_id, task_id)
+    return TaskRow(*row)
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    try_number: int
+    fence_token: int
+    worker: str
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    error: str | None
+    log_path: str | None
+
+
+def attempts(conn: Connection, ti_id: int) -> list[AttemptRow]:
+    cols = [getattr(task_attempt.c, f) for f in AttemptRow.__dataclass_fields__]
+    stmt = select(*cols).where(task_attempt.c.ti_id == ti_id).order_by(task_attempt.c.id)
+    return [AttemptRow(*r) for r in conn.execute(stmt)]
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    dag_id: str
+    task_id: str
+    run_id: str
+    logical_date: datetime
+    try_number: int
+    error: str | None
+
+
+def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter]:
+    """Task instances that failed for good, with their last error (newest date last)."""
+    stmt = (
+        select(ti.c.dag_id, ti.c.task_id, dag_run.c.run_id, dag_run.c.logical_date,
+               ti.c.try_number, ti.c.last_error)
+        .join(dag_run, dag_run.c.id == ti.c.run_pk)
+        .where(ti.c.state == TaskState.FAILED.value)
+        .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.id)
+    )
+    if dag_id:
+        stmt = stmt.where(ti.c.dag_id == dag_id)
+    return [DeadLetter(*r) for r in conn.execute(stmt)]
+
+
+def run_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
+    if not run_pks:
+        return Counter()
+    rows = conn.execute(
+        select(dag_run.c.state, func.count())
+        .where(dag_run.c.id.in_(run_pks))
+        .group_by(dag_run.c.state)
+    )
+    return Counter({state: n for state, n in rows})
+
+
+def task_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
+    if not run_pks:
+        return Counter()
+    rows = conn.execute(
+        select(ti.c.state, func.count()).where(ti.c.run_pk.in_(run_pks)).group_by(ti.c.state)
+    )
+    return Counter({state: n for state, n in rows})
+
+
+def all_finished(conn: Connection, run_pks: list[int]) -> bool:
+    finished = {RunState.SUCCESS.value, RunState.FAILED.value}
+    counts = run_state_counts(conn, run_pks)
+    return sum(n for s, n in counts.items() if s in finished) == len(run_pks)
+
+
+def partition_writes(conn: Connection, dataset: str | None = None) -> list[dict]:
+    stmt = select(partition_write).order_by(partition_write.c.id)
+    if dataset:
+        stmt = stmt.where(partition_write.c.dataset == dataset)
+    return [dict(r) for r in conn.execute(stmt).mappings()]
