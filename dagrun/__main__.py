@@ -1,0 +1,5 @@
+"""``python -m dagrun`` is the ``dagrun`` command."""
+
+from dagrun.cli import main
+
+main()
