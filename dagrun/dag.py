@@ -106,7 +106,7 @@ class DAG:
         self.timetable: Timetable = make_timetable(schedule, timezone, start_date, end_date)
         self.timezone = timezone
         self.catchup = bool(catchup)
-        if not isinstance(max_active_runs, int) or max_active_runs < 1:
+        if not _is_whole(max_active_runs) or max_active_runs < 1:
             raise DagDefinitionError("max_active_runs must be a positive integer", dag_id=dag_id)
         self.max_active_runs = max_active_runs
         self.default_args = _check_options(default_args or {}, dag_id=dag_id, task_id=None)
@@ -177,9 +177,15 @@ def _check_options(options: dict[str, Any], *, dag_id: str | None, task_id: str 
                 dag_id=dag_id,
                 task_id=task_id,
             ) from None
-    if "retries" in checked and (not isinstance(checked["retries"], int) or checked["retries"] < 0):
+    if "retries" in checked and (not _is_whole(checked["retries"]) or checked["retries"] < 0):
         raise DagDefinitionError(
             f"retries must be a whole number >= 0, not {checked['retries']!r}",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    if "priority_weight" in checked and not _is_whole(checked["priority_weight"]):
+        raise DagDefinitionError(
+            f"priority_weight must be a whole number, not {checked['priority_weight']!r}",
             dag_id=dag_id,
             task_id=task_id,
         )
@@ -192,8 +198,13 @@ def _check_options(options: dict[str, Any], *, dag_id: str | None, task_id: str 
     return checked
 
 
+def _is_whole(value: object) -> bool:
+    """An int that is not a bool (``True`` is an int in Python, but never a count)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
 def _resolve(other: Any) -> list[Task]:
-    """Turn the right-hand side of ``>>`` into tasks: a task, an output, a @task function, a list."""
+    """The tasks behind a ``>>`` operand: a task, an output, a @task function, a list."""
     if isinstance(other, Task):
         return [other]
     if isinstance(other, TaskOutput):
