@@ -14,6 +14,8 @@ import multiprocessing
 import os
 import sys
 import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -144,7 +146,10 @@ def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
     except DagFileError as exc:
         return [], exc
     except SyntaxError as exc:
-        return [], DagFileError(path, f"syntax error: {exc.msg}", exc.lineno)
+        if exc.filename == path:
+            return [], DagFileError(path, f"syntax error: {exc.msg}", exc.lineno)
+        where = f"{exc.filename}:{exc.lineno}" if exc.lineno else exc.filename
+        return [], DagFileError(path, f"syntax error in {where}: {exc.msg}", _line_in(path, exc))
     except BaseException as exc:  # a DAG file may raise anything, SystemExit included
         return [], DagFileError(path, _describe(exc), _line_in(path, exc))
 
@@ -166,6 +171,27 @@ def _line_in(path: str, exc: BaseException) -> int | None:
     return line
 
 
+@contextmanager
+def _isolated(path: str) -> Iterator[None]:
+    """Undo what importing ``path`` did to ``sys.path`` and ``sys.modules``.
+
+    The parse child imports many files, so without this a second ``import utils`` from
+    another folder would get the first folder's cached ``utils``, and a file could import
+    helpers that only an earlier file's folder holds. Library modules stay cached (fast).
+    """
+    saved_path = list(sys.path)
+    before = set(sys.modules)
+    folder = os.path.dirname(path) + os.sep
+    try:
+        yield
+    finally:
+        sys.path[:] = saved_path
+        for name in set(sys.modules) - before:
+            origin = getattr(sys.modules[name], "__file__", None) or ""
+            if name == module_name(path) or origin.startswith(folder):
+                del sys.modules[name]
+
+
 def _child(conn: Connection) -> None:
     """Parse worker: receive paths, answer (path, specs, error) for each, until None."""
     devnull = os.open(os.devnull, os.O_WRONLY)
@@ -175,14 +201,13 @@ def _child(conn: Connection) -> None:
         path = conn.recv()
         if path is None:
             return
-        specs, error = load_file(path)
+        with _isolated(path):
+            specs, error = load_file(path)
         reason = (error.reason, error.line) if error else None
         conn.send((path, [s.to_json() for s in specs], reason))
 
 
-def parse_files(
-    paths: dict[str, str], timeout: float = DEFAULT_TIMEOUT
-) -> dict[str, FileResult]:
+def parse_files(paths: dict[str, str], timeout: float = DEFAULT_TIMEOUT) -> dict[str, FileResult]:
     """Import each file (path -> content hash) in a child process; never hangs past ``timeout``."""
     results: dict[str, FileResult] = {}
     pending = list(paths)
