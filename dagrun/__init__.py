@@ -7,6 +7,7 @@ The authoring API is all a DAG file needs::
 
 from dagrun.dag import DAG, BashTask, PythonTask, task
 from dagrun.errors import NonRetryableError
+from dagrun.partitions import partition
 
-__all__ = ["DAG", "BashTask", "NonRetryableError", "PythonTask", "task"]
+__all__ = ["DAG", "BashTask", "NonRetryableError", "PythonTask", "partition", "task"]
 __version__ = "0.1.0"

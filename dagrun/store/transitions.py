@@ -756,3 +756,8 @@ def check_lease(conn: Connection, ti_id: int, fence_token: int) -> None:
 
 def record_partition_write(conn: Connection, **values: Any) -> None:
     conn.execute(insert(partition_write).values(**values))
+
+
+def run_pk_of(conn: Connection, ti_id: int) -> int:
+    """The run a task instance belongs to (a partition write records it)."""
+    return conn.execute(select(ti.c.run_pk).where(ti.c.id == ti_id)).scalar_one()
