@@ -1,0 +1,156 @@
+"""The printed report: a Markdown table (ratios first) and the targets, from the JSON document.
+
+Markdown so that the same text reads in a terminal and pastes into the README unchanged.
+"""
+
+from __future__ import annotations
+
+HEADERS = [
+    "workload",
+    "ratio to floor",
+    "dagrun /s",
+    "floor /s",
+    "wall s median (min-max)",
+    "ms per unit",
+    "peak RSS MB (PSS)",
+    "what",
+]
+
+
+def _num(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def _wall(spread: dict | None) -> str:
+    if not spread:
+        return "-"
+    return f"{spread['median']:.3f} ({spread['min']:.3f}-{spread['max']:.3f})"
+
+
+def _row(name: str, r: dict) -> list[str]:
+    units = r.get("units")
+    median = r.get("wall_s", {}).get("median") if r.get("wall_s") else None
+    per_unit = 1000 * median / units if units and median else None
+    memory = f"{_num(r.get('peak_rss_mb'), 0)} ({_num(r.get('peak_pss_mb'), 0)})"
+    return [
+        name,
+        _num(r.get("ratio"), 3),
+        _num(r.get("rate"), 0),
+        _num(r.get("floor", {}).get("rate"), 0),
+        _wall(r.get("wall_s")),
+        _num(per_unit, 2),
+        memory,
+        f"{r.get('title', '')} ({units} {r.get('unit', 'unit')}s)" if units else r.get("title", ""),
+    ]
+
+
+def rows(document: dict) -> list[list[str]]:
+    """One row per workload; W4 gets one per worker count, W5 its status or summary."""
+    out = []
+    for name, r in document["workloads"].items():
+        if r.get("status") != "ok":
+            out.append([name, "-", "-", "-", "-", "-", "-", f"{r.get('title', '')} {r['status']}"])
+        elif "workers" in r:
+            for count, w in r["workers"].items():
+                entry = {
+                    **w,
+                    "units": r["units"],
+                    "unit": "task",
+                    "floor": r["floor"],
+                    "rate": w["executions_per_s"],
+                    "title": f"{count} worker(s), claims/s {w['claims_per_s']:.0f}, "
+                    f"speedup {w['speedup_vs_1']:.2f}, "
+                    f"exactly once: {w['exactly_once']}",
+                }
+                out.append(_row(f"{name} x{count}", entry))
+        elif "units" in r:
+            out.append(_row(name, r))
+            out.extend(_extra_rows(name, r))
+        else:
+            summary = ", ".join(f"{k}={v}" for k, v in r.items() if _scalar(v))[:160]
+            out.append([name, "-", "-", "-", "-", "-", "-", summary])
+    return out
+
+
+def _scalar(value) -> bool:
+    return isinstance(value, int | float | str) and not isinstance(value, bool)
+
+
+def _context_row(label: str, spread: dict, memory: dict | None, what: str) -> list[str]:
+    mem = f"{memory['peak_rss_mb']:.0f} ({memory['peak_pss_mb']:.0f})" if memory else "-"
+    return [label, "-", "-", "-", _wall(spread), "-", mem, what]
+
+
+def _extra_rows(name: str, r: dict) -> list[list[str]]:
+    """The context numbers some workloads carry besides their main measurement."""
+    extra = []
+    if "single_task_run_s" in r:
+        extra.append(
+            _context_row(
+                f"{name} 1-task",
+                r["single_task_run_s"],
+                None,
+                "run of a 1-task DAG: the fixed cost",
+            )
+        )
+        extra.append(
+            _context_row(
+                f"{name} --version",
+                r["cli_version_s"],
+                None,
+                "dagrun --version: interpreter start and CLI imports",
+            )
+        )
+    if "unchanged_s" in r:
+        extra.append(
+            _context_row(
+                f"{name} unchanged",
+                r["unchanged_s"],
+                r["unchanged_memory"],
+                "dags list again, nothing changed",
+            )
+        )
+        extra.append(
+            _context_row(
+                f"{name} sync", r["unchanged_sync_s"], None, "sync_dags in-process, nothing changed"
+            )
+        )
+    return extra
+
+
+def table(headers: list[str], body: list[list[str]]) -> str:
+    widths = [max(len(h), *(len(row[i]) for row in body)) for i, h in enumerate(headers)]
+    lines = [
+        "| " + " | ".join(h.ljust(w) for h, w in zip(headers, widths, strict=True)) + " |",
+        "|" + "|".join("-" * (w + 2) for w in widths) + "|",
+    ]
+    for row in body:
+        lines.append("| " + " | ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)) + " |")
+    return "\n".join(lines)
+
+
+def targets(document: dict) -> list[str]:
+    lines = []
+    for name, r in document["workloads"].items():
+        for t in r.get("targets", []):
+            verdict = "met" if t["met"] else "MISSED"
+            value = "" if t["value"] is None else f": {t['value']:.3f}"
+            limit = "" if t["limit"] is None else f" (limit {t['limit']:.3g})"
+            lines.append(f"- {name} {t['target']}{value}{limit}: {verdict}")
+    return lines
+
+
+def render(document: dict) -> str:
+    m = document["machine"]
+    head = (
+        f"dagrun benchmark{' (tiny)' if document['tiny'] else ''}: {document['started']}, "
+        f"Python {m['python']}, {m['cpus']} CPUs, median of {document['repeat']} run(s)\n"
+        "ratio = dagrun units/s / floor units/s (plain Python + sqlite3, one commit per "
+        "task, WAL, synchronous=FULL, run as a subprocess); higher is better, 1.0 = the floor"
+    )
+    body = rows(document)
+    parts = [head, "", table(HEADERS, body) if body else "(no workloads)"]
+    found = targets(document)
+    if found:
+        parts += ["", "targets (issue 7):", *found]
+    return "\n".join(parts)

@@ -1,0 +1,285 @@
+"""W1 to W3 and W5: the SQLite workloads, each through the real ``dagrun`` CLI, and the web grid.
+
+Every repetition gets a fresh folder: its own DAG files, its own ``DAGRUN_HOME`` and so its
+own SQLite database, exactly as a user who just installed dagrun. The floor runs in the same
+repetition, right after dagrun, so a machine that slows down mid-run slows both. A run whose
+CLI fails or leaves a task unfinished raises instead of producing a number.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+import json
+import os
+import sqlite3
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from bench import graphs
+from bench.floor import write_plain_file
+from bench.measure import Measurement, run_command, spread
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+@dataclass
+class Context:
+    """What every workload needs: size, repetitions, a scratch root, how to call the CLI."""
+
+    tiny: bool
+    repeat: int
+    scratch: Path
+
+    def folder(self, name: str) -> Path:
+        """A fresh folder per repetition: nothing cached from the previous one."""
+        path = self.scratch / name
+        path.mkdir(parents=True, exist_ok=False)
+        return path
+
+
+def dagrun_command() -> list[str]:
+    """The console script a user runs, from the interpreter's own environment."""
+    script = Path(sys.executable).parent / "dagrun"
+    return [str(script)] if script.exists() else [sys.executable, "-m", "dagrun"]
+
+
+def cli_env(home: Path, dags: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGRUN_")}
+    env.update(DAGRUN_HOME=str(home), DAGRUN_DAGS_FOLDER=str(dags))
+    return env
+
+
+def floor_env() -> dict[str, str]:
+    return {**os.environ, "PYTHONPATH": str(REPO)}
+
+
+def run_cli(folder: Path, *args: str) -> Measurement:
+    """``dagrun ARGS`` in ``folder`` with its dags/ and home/; fails loudly on a bad exit."""
+    cmd = [*dagrun_command(), *args]
+    env = cli_env(folder / "home", folder / "dags")
+    return run_command(cmd, env=env, cwd=folder).check("dagrun " + " ".join(args))
+
+
+def run_floor(folder: Path, *args: str) -> tuple[Measurement, float]:
+    """The floor as a subprocess: end-to-end measurement and its own in-process seconds."""
+    cmd = [sys.executable, "-m", "bench.floor", *args]
+    m = run_command(cmd, env=floor_env(), cwd=folder).check("floor " + " ".join(args))
+    return m, json.loads(m.stdout.strip().splitlines()[-1])["seconds"]
+
+
+def count_successes(folder: Path) -> int:
+    with sqlite3.connect(folder / "home" / "dagrun.db") as conn:
+        return conn.execute(
+            "SELECT count(*) FROM task_instance WHERE state = 'success'"
+        ).fetchone()[0]
+
+
+def target(name: str, value: float | None, limit: float, *, at_most: bool) -> dict:
+    """One target of issue 7 and whether this run met it."""
+    met = value is not None and (value <= limit if at_most else value >= limit)
+    return {"target": name, "value": value, "limit": limit, "met": met}
+
+
+def memory(ms: list[Measurement]) -> dict:
+    """The worst repetition's process-tree memory."""
+    return {
+        "peak_rss_mb": max(m.peak_rss_mb for m in ms),
+        "peak_pss_mb": max(m.peak_pss_mb for m in ms),
+        "maxrss_mb": max(m.maxrss_mb for m in ms),
+        "processes": max(m.processes for m in ms),
+    }
+
+
+def throughput(
+    units: int, runs: list[Measurement], floors: list[Measurement], inner: list[float]
+) -> dict:
+    """Wall spread, rate and ratio to the floor (both rates from their median wall)."""
+    wall = spread([m.seconds for m in runs])
+    floor_wall = spread([m.seconds for m in floors])
+    rate = units / wall["median"]
+    floor_rate = units / floor_wall["median"]
+    return {
+        "units": units,
+        "wall_s": wall,
+        "rate": rate,
+        "ratio": rate / floor_rate,
+        "floor": {
+            "wall_s": floor_wall,
+            "rate": floor_rate,
+            "inner_s": spread(inner),
+            "inner_rate": units / statistics.median(inner),
+        },
+        **memory(runs),
+    }
+
+
+# ---------------------------------------------------------------- W1, W1L: backfill
+
+
+def backfill(ctx: Context, wid: str, days: int, extra: list[str]) -> dict:
+    """``dagrun backfill`` of ``days`` daily runs of the fan graph, against the floor."""
+    graph = graphs.fan()
+    tasks = graph.size * days
+    first, last = graph.dates(days)[0], graph.dates(days)[-1]
+    runs, floors, inner = [], [], []
+    for rep in range(ctx.repeat):
+        folder = ctx.folder(f"{wid}-{rep}")
+        graph.write_dag_file(folder / "dags")
+        args = ["backfill", graph.dag_id, "--start", str(first), "--end", str(last), *extra]
+        runs.append(run_cli(folder, *args))
+        done = count_successes(folder)
+        if done != tasks:
+            raise RuntimeError(f"{wid}: {done} of {tasks} task instances succeeded")
+        m, seconds = graph_floor(folder, graph, days)
+        floors.append(m)
+        inner.append(seconds)
+    result = throughput(tasks, runs, floors, inner)
+    result.update(unit="task", command="dagrun " + " ".join(args))
+    return result
+
+
+def w1(ctx: Context) -> dict:
+    days = 5 if ctx.tiny else 30
+    result = backfill(ctx, "W1", days, [])
+    result["title"] = f"backfill {days} days x 11 tasks (defaults)"
+    return result
+
+
+def w1l(ctx: Context) -> dict:
+    days = 20 if ctx.tiny else 365
+    result = backfill(ctx, "W1L", days, ["--max-active-runs", "16", "--workers", "2"])
+    result["title"] = f"backfill {days} days x 11 tasks, 16 runs at once, 2 workers"
+    result["targets"] = [
+        target("tasks/s >= 1/3 of floor", result["ratio"], 1 / 3, at_most=False),
+        target("peak RSS of process tree (MB)", result["peak_rss_mb"], 250, at_most=True),
+    ]
+    return result
+
+
+# ---------------------------------------------------------------- W2: latency of a chain
+
+
+def one_run(ctx: Context, name: str, graph: graphs.Graph) -> Measurement:
+    """``dagrun run`` of one date of ``graph`` in a fresh home; every task must succeed."""
+    folder = ctx.folder(name)
+    graph.write_dag_file(folder / "dags")
+    m = run_cli(folder, "run", graph.dag_id, "--date", str(graph.start))
+    done = count_successes(folder)
+    if done != graph.size:
+        raise RuntimeError(f"{name}: {done} of {graph.size} task instances succeeded")
+    return m
+
+
+def graph_floor(folder: Path, graph: graphs.Graph, runs: int) -> tuple[Measurement, float]:
+    """The floor for ``runs`` dates of ``graph``, in ``folder``."""
+    spec = folder / "floor.json"
+    spec.write_text(json.dumps(graph.to_json()))
+    return run_floor(folder, "run", str(spec), str(runs), str(folder / "floor.db"))
+
+
+def w2(ctx: Context) -> dict:
+    """A chain run's seconds per task, next to a 1-task run (the fixed cost, parse included)."""
+    length = 20 if ctx.tiny else 100
+    chain, single = graphs.chain(length=length), graphs.chain("single", length=1)
+    runs, floors, inner, singles, versions = [], [], [], [], []
+    for rep in range(ctx.repeat):
+        runs.append(one_run(ctx, f"W2-{rep}", chain))
+        floor, seconds = graph_floor(ctx.folder(f"W2-floor-{rep}"), chain, 1)
+        floors.append(floor)
+        inner.append(seconds)
+        singles.append(one_run(ctx, f"W2-single-{rep}", single))
+        versions.append(run_cli(ctx.folder(f"W2-version-{rep}"), "--version"))
+    result = throughput(length, runs, floors, inner)
+    per_task = 1000 * result["wall_s"]["median"] / length
+    single_s = spread([m.seconds for m in singles])
+    result.update(
+        title=f"run of a chain of {length} tasks",
+        unit="task",
+        command=f"dagrun run {chain.dag_id} --date {chain.start}",
+        per_task_ms=per_task,
+        floor_per_task_ms=1000 * result["floor"]["wall_s"]["median"] / length,
+        single_task_run_s=single_s,
+        cli_version_s=spread([m.seconds for m in versions]),
+        marginal_per_task_ms=1000
+        * (result["wall_s"]["median"] - single_s["median"])
+        / max(1, length - 1),
+        targets=[target("ms per chained task (end to end)", per_task, 3.0, at_most=True)],
+    )
+    return result
+
+
+# ---------------------------------------------------------------- W3: parsing DAG files
+
+
+def w3(ctx: Context) -> dict:
+    """``dags list`` over N files cold and unchanged, and sync_dags' own time when unchanged."""
+    files = 10 if ctx.tiny else 100
+    cold, warm, floors, inner, sync_s = [], [], [], [], []
+    for rep in range(ctx.repeat):
+        folder = ctx.folder(f"W3-{rep}")
+        for i in range(files):
+            graph = graphs.fan(f"dag_{i:03d}", width=8)
+            graph.write_dag_file(folder / "dags")
+            write_plain_file(folder / "plain", graph.dag_id, graph.upstream)
+        cold.append(run_cli(folder, "dags", "list"))
+        warm.append(run_cli(folder, "dags", "list"))
+        sync_s.append(time_unchanged_sync(folder))
+        m, seconds = run_floor(folder, "parse", str(folder / "plain"), str(folder / "floor.db"))
+        floors.append(m)
+        inner.append(seconds)
+    result = throughput(files, cold, floors, inner)
+    warm_s = spread([m.seconds for m in warm])
+    sync = spread(sync_s)
+    result.update(
+        title=f"dags list, {files} files x 10 tasks",
+        unit="file",
+        command="dagrun dags list",
+        cold_s=result["wall_s"],
+        unchanged_s=warm_s,
+        unchanged_sync_s=sync,
+        unchanged_memory=memory(warm),
+        targets=[
+            target("cold dags list, end to end (s)", result["wall_s"]["median"], 1.0, at_most=True),
+            target("sync_dags when unchanged (s)", sync["median"], 0.1, at_most=True),
+        ],
+    )
+    return result
+
+
+def time_unchanged_sync(folder: Path, tries: int = 3) -> float:
+    """In-process ``sync_dags`` on a folder parsed before: the parse work a tick pays."""
+    from dagrun.store import Store
+    from dagrun.sync import sync_dags
+
+    store = Store(f"sqlite:///{folder / 'home' / 'dagrun.db'}")
+    try:
+        times = []
+        for _ in range(tries):
+            started = time.perf_counter()
+            report = sync_dags(store, str(folder / "dags"))
+            times.append(time.perf_counter() - started)
+            if report.parsed:
+                raise RuntimeError(f"W3: unchanged folder re-parsed {len(report.parsed)} file(s)")
+        return statistics.median(times)
+    finally:
+        store.dispose()
+
+
+# ---------------------------------------------------------------- W5: the web grid
+
+
+def w5(ctx: Context) -> dict:
+    """The web grid benchmark lives in bench/web_grid.py (another engineer's); call it if there."""
+    if importlib.util.find_spec("bench.web_grid") is None:
+        return {"title": "web grid", "status": "not available"}
+    web_grid = importlib.import_module("bench.web_grid")
+    argv = ["--tiny"] if ctx.tiny else []
+    try:
+        found = web_grid.main(argv)
+    except SystemExit as exc:
+        return {"title": "web grid", "status": f"exited {exc.code} with argv {argv}"}
+    return {"title": "web grid", "status": "ok", **(found or {})}
