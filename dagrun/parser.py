@@ -141,8 +141,9 @@ def _task_spec(task) -> TaskSpec:
 def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
     """Import and check one file, turning any failure into a ``DagFileError``."""
     try:
-        dags = import_file(path)
-        return [build_spec(dag, path) for dag in dags], None
+        specs = [build_spec(dag, path) for dag in import_file(path)]
+        _check_unique_ids(specs, path)
+        return specs, None
     except DagFileError as exc:
         return [], exc
     except SyntaxError as exc:
@@ -152,6 +153,20 @@ def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
         return [], DagFileError(path, f"syntax error in {where}: {exc.msg}", _line_in(path, exc))
     except BaseException as exc:  # a DAG file may raise anything, SystemExit included
         return [], DagFileError(path, _describe(exc), _line_in(path, exc))
+
+
+def _check_unique_ids(specs: list[DagSpec], path: str) -> None:
+    """One file defining a dag_id twice is a mistake (a loop, a copy), not a silent override."""
+    lines: dict[str, int | None] = {}
+    for spec in specs:
+        if spec.dag_id in lines:
+            raise DagFileError(
+                path,
+                f"DAG id '{spec.dag_id}' is defined twice in this file "
+                f"(lines {lines[spec.dag_id]} and {spec.line})",
+                spec.line,
+            )
+        lines[spec.dag_id] = spec.line
 
 
 def _describe(exc: BaseException) -> str:

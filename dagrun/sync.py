@@ -41,7 +41,9 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
     changed = {p: h for p, h in found.items() if p not in known or known[p].content_hash != h}
     if changed or removed:
         changed.update(_clashing_files(known, found))
-    report = SyncReport(parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed)
+    report = SyncReport(
+        parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed
+    )
     if not changed and not removed:
         return report
     results = parser.parse_files(changed, timeout) if changed else {}
@@ -51,6 +53,7 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         if path in found and path not in changed
         for dag_id in k.dag_ids
     }
+    _keep_previous_owners(known, results, owners)
     now = datetime.now(UTC)
     with store.write() as conn:
         registry.forget_files(conn, removed)
@@ -60,6 +63,19 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
             registry.save_file(conn, path, result.content_hash, specs, error, line, now)
         registry.deactivate_missing(conn, set(owners))
     return report
+
+
+def _keep_previous_owners(
+    known: dict[str, registry.KnownFile],
+    results: dict[str, parser.FileResult],
+    owners: dict[str, str],
+) -> None:
+    """A re-parsed file that still defines a dag_id it owned keeps it (path order aside)."""
+    for path, result in results.items():
+        previous = known[path].dag_ids if path in known else ()
+        for spec in result.dags:
+            if spec.dag_id in previous:
+                owners[spec.dag_id] = path
 
 
 def _clashing_files(known: dict[str, registry.KnownFile], found: dict[str, str]) -> dict:

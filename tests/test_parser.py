@@ -382,6 +382,18 @@ ERROR_CASES = [
         8,
         ["task 'report' in DAG 'ctx'", "'partition'"],
     ),
+    (
+        "duplicate_dag.py",
+        """
+        from dagrun import DAG, BashTask
+
+        for n in range(2):
+            with DAG("same"):
+                BashTask(f"t{n}", command="echo")
+        """,
+        4,
+        ["DAG id 'same' is defined twice in this file (lines 4 and 4)"],
+    ),
     ("sys_exit.py", "import sys\nsys.exit()\n", 2, ["SystemExit"]),
     ("sys_exit_code.py", "import sys\nsys.exit(4)\n", 2, ["SystemExit: 4"]),
     ("os_exit.py", "import os\nos._exit(3)\n", None, ["exit code 3"]),

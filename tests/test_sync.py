@@ -1,0 +1,256 @@
+"""Tests for dagrun.sync: keeping the store's DAG registry in step with the dags folder."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from dagrun.errors import DagNotFound
+from dagrun.store import Store, registry
+from dagrun.sync import sync_dags
+from tests.helpers import write_dag
+
+
+def counting_dag(dag_id: str, counter: Path, extra: str = "") -> str:
+    """A DAG file that appends its dag_id to ``counter`` each time it is imported."""
+    return f"""
+        from dagrun import DAG, BashTask
+
+        with open({str(counter)!r}, "a") as handle:
+            handle.write({dag_id!r} + "\\n")
+
+        with DAG({dag_id!r}, schedule="@daily", start_date="2026-01-01"):
+            BashTask("t", command="echo {extra}")
+        """
+
+
+def simple_dag(dag_id: str, **dag_args: object) -> str:
+    args = "".join(f", {k}={v!r}" for k, v in dag_args.items())
+    return f"""
+        from dagrun import DAG, BashTask
+
+        with DAG({dag_id!r}{args}):
+            BashTask("t", command="echo")
+        """
+
+
+def imports(counter: Path) -> list[str]:
+    return counter.read_text().split() if counter.exists() else []
+
+
+def active(store: Store) -> dict[str, str]:
+    with store.read() as conn:
+        return {r.dag_id: r.fileloc for r in registry.active_dags(conn)}
+
+
+def errors(store: Store) -> dict[str, str]:
+    with store.read() as conn:
+        return {e.path: e.error for e in registry.import_errors(conn)}
+
+
+def dag_row(store: Store, dag_id: str) -> registry.DagRow:
+    with store.read() as conn:
+        return registry.get_dag(conn, dag_id)
+
+
+def sync(store: Store, dags_dir: Path):
+    return sync_dags(store, str(dags_dir), timeout=10)
+
+
+def test_sync_records_dags_and_import_errors(store: Store, dags_dir: Path):
+    good = write_dag(
+        dags_dir,
+        "good.py",
+        simple_dag("good", schedule="30 0 * * *", start_date="2026-01-01", timezone="Asia/Dhaka"),
+    )
+    bad = write_dag(dags_dir, "bad.py", "x = 1 / 0\n")
+    report = sync(store, dags_dir)
+    assert report.parsed == sorted([str(good), str(bad)])
+    assert report.unchanged == 0
+    assert active(store) == {"good": str(good)}
+    row = dag_row(store, "good")
+    assert row.spec.schedule == "30 0 * * *"
+    assert row.spec.timezone == "Asia/Dhaka"
+    assert [t.task_id for t in row.spec.tasks] == ["t"]
+    assert row.is_paused is False
+    assert errors(store) == {str(bad): "ZeroDivisionError: division by zero"}
+    with store.read() as conn:
+        assert registry.import_errors(conn)[0].error_line == 1
+
+
+def test_only_changed_files_are_imported_again(sqlite_store: Store, dags_dir: Path, tmp_path):
+    counter = tmp_path / "imports.txt"
+    write_dag(dags_dir, "one.py", counting_dag("one", counter))
+    two = write_dag(dags_dir, "two.py", counting_dag("two", counter))
+    first = sync(sqlite_store, dags_dir)
+    assert sorted(imports(counter)) == ["one", "two"]
+    assert len(first.parsed) == 2
+
+    second = sync(sqlite_store, dags_dir)
+    assert second.parsed == []
+    assert second.unchanged == 2
+    assert sorted(imports(counter)) == ["one", "two"]
+
+    write_dag(dags_dir, "two.py", counting_dag("two", counter, extra="changed"))
+    third = sync(sqlite_store, dags_dir)
+    assert third.parsed == [str(two)]
+    assert third.unchanged == 1
+    assert sorted(imports(counter)) == ["one", "two", "two"]
+    assert dag_row(sqlite_store, "two").spec.tasks[0].task_id == "t"
+    assert set(active(sqlite_store)) == {"one", "two"}
+
+
+def test_touching_a_file_without_changing_it_does_not_reimport(
+    sqlite_store: Store, dags_dir: Path, tmp_path
+):
+    counter = tmp_path / "imports.txt"
+    path = write_dag(dags_dir, "one.py", counting_dag("one", counter))
+    sync(sqlite_store, dags_dir)
+    path.write_text(path.read_text())
+    assert sync(sqlite_store, dags_dir).parsed == []
+    assert imports(counter) == ["one"]
+
+
+def test_a_new_file_is_parsed_alone(sqlite_store: Store, dags_dir: Path, tmp_path):
+    counter = tmp_path / "imports.txt"
+    write_dag(dags_dir, "one.py", counting_dag("one", counter))
+    sync(sqlite_store, dags_dir)
+    new = write_dag(dags_dir / "sub", "new.py", counting_dag("new", counter))
+    assert sync(sqlite_store, dags_dir).parsed == [str(new)]
+    assert imports(counter) == ["one", "new"]
+    assert set(active(sqlite_store)) == {"one", "new"}
+
+
+def test_removed_file_deactivates_its_dags(store: Store, dags_dir: Path):
+    keep = write_dag(dags_dir, "keep.py", simple_dag("keep"))
+    gone = write_dag(dags_dir, "gone.py", simple_dag("gone"))
+    sync(store, dags_dir)
+    assert set(active(store)) == {"keep", "gone"}
+    gone.unlink()
+    report = sync(store, dags_dir)
+    assert report.removed == [str(gone)]
+    assert active(store) == {"keep": str(keep)}
+    with pytest.raises(DagNotFound):
+        dag_row(store, "gone")
+    with store.read() as conn:
+        assert registry.load_spec(conn, "gone").dag_id == "gone"
+        assert str(gone) not in registry.known_files(conn)
+
+
+def test_removed_bad_file_clears_its_import_error(sqlite_store: Store, dags_dir: Path):
+    bad = write_dag(dags_dir, "bad.py", "raise RuntimeError('boom')\n")
+    sync(sqlite_store, dags_dir)
+    assert errors(sqlite_store) == {str(bad): "RuntimeError: boom"}
+    bad.unlink()
+    sync(sqlite_store, dags_dir)
+    assert errors(sqlite_store) == {}
+
+
+def test_fixed_file_clears_its_error_and_adds_its_dag(sqlite_store: Store, dags_dir: Path):
+    path = write_dag(dags_dir, "f.py", "from dagrun import DAG\nDAG('fixed', schedule='@daily')\n")
+    sync(sqlite_store, dags_dir)
+    assert "start_date is required" in errors(sqlite_store)[str(path)]
+    assert active(sqlite_store) == {}
+    write_dag(dags_dir, "f.py", simple_dag("fixed", schedule="@daily", start_date="2026-01-01"))
+    sync(sqlite_store, dags_dir)
+    assert errors(sqlite_store) == {}
+    assert active(sqlite_store) == {"fixed": str(path)}
+
+
+def test_a_dag_renamed_in_its_file_replaces_the_old_one(sqlite_store: Store, dags_dir: Path):
+    write_dag(dags_dir, "f.py", simple_dag("old_name"))
+    sync(sqlite_store, dags_dir)
+    write_dag(dags_dir, "f.py", simple_dag("new_name"))
+    sync(sqlite_store, dags_dir)
+    assert set(active(sqlite_store)) == {"new_name"}
+
+
+def test_same_dag_id_in_two_files_names_both_and_the_first_keeps_it(store: Store, dags_dir: Path):
+    first = write_dag(dags_dir, "a_first.py", simple_dag("shared", tags=["first"]))
+    second = write_dag(dags_dir, "b_second.py", simple_dag("shared", tags=["second"]))
+    sync(store, dags_dir)
+    assert active(store) == {"shared": str(first)}
+    assert dag_row(store, "shared").spec.tags == ("first",)
+    found = errors(store)
+    assert list(found) == [str(second)]
+    assert "duplicate DAG id 'shared'" in found[str(second)]
+    assert str(first) in found[str(second)]
+
+    first.unlink()
+    sync(store, dags_dir)
+    assert active(store) == {"shared": str(second)}
+    assert dag_row(store, "shared").spec.tags == ("second",)
+    assert errors(store) == {}
+
+
+def test_the_owner_of_a_dag_id_keeps_it_when_it_is_edited(sqlite_store: Store, dags_dir: Path):
+    """A later file with a taken dag_id stays rejected, whatever the file names sort as."""
+    owner = write_dag(dags_dir, "z_owner.py", simple_dag("shared", tags=["owner"]))
+    sync(sqlite_store, dags_dir)
+    latecomer = write_dag(dags_dir, "a_latecomer.py", simple_dag("shared", tags=["late"]))
+    sync(sqlite_store, dags_dir)
+    assert active(sqlite_store) == {"shared": str(owner)}
+    assert str(owner) in errors(sqlite_store)[str(latecomer)]
+
+    write_dag(dags_dir, "z_owner.py", simple_dag("shared", tags=["owner", "edited"]))
+    sync(sqlite_store, dags_dir)
+    assert active(sqlite_store) == {"shared": str(owner)}
+    assert dag_row(sqlite_store, "shared").spec.tags == ("owner", "edited")
+    assert list(errors(sqlite_store)) == [str(latecomer)]
+
+
+def test_a_file_with_a_duplicate_keeps_its_other_dags(sqlite_store: Store, dags_dir: Path):
+    write_dag(dags_dir, "a.py", simple_dag("shared"))
+    both = write_dag(
+        dags_dir,
+        "b.py",
+        """
+        from dagrun import DAG, BashTask
+
+        for dag_id in ("shared", "own"):
+            with DAG(dag_id):
+                BashTask("t", command="echo")
+        """,
+    )
+    sync(sqlite_store, dags_dir)
+    assert active(sqlite_store)["own"] == str(both)
+    assert active(sqlite_store)["shared"] != str(both)
+    assert "duplicate DAG id 'shared'" in errors(sqlite_store)[str(both)]
+
+
+def test_pause_flag_survives_a_reparse(store: Store, dags_dir: Path):
+    write_dag(dags_dir, "p.py", simple_dag("paused_one"))
+    sync(store, dags_dir)
+    with store.write() as conn:
+        registry.set_paused(conn, "paused_one", True)
+    write_dag(dags_dir, "p.py", simple_dag("paused_one", tags=["changed"]))
+    assert sync(store, dags_dir).parsed
+    row = dag_row(store, "paused_one")
+    assert row.spec.tags == ("changed",)
+    assert row.is_paused is True
+
+
+@pytest.mark.parametrize(("flag", "paused"), [(None, False), (False, False), (True, True)])
+def test_is_paused_upon_creation(sqlite_store: Store, dags_dir: Path, flag, paused):
+    args = {} if flag is None else {"is_paused_upon_creation": flag}
+    write_dag(dags_dir, "f.py", simple_dag("fresh", **args))
+    sync(sqlite_store, dags_dir)
+    assert dag_row(sqlite_store, "fresh").is_paused is paused
+
+
+def test_is_paused_upon_creation_applies_only_at_creation(sqlite_store: Store, dags_dir: Path):
+    write_dag(dags_dir, "f.py", simple_dag("fresh", is_paused_upon_creation=True))
+    sync(sqlite_store, dags_dir)
+    with sqlite_store.write() as conn:
+        registry.set_paused(conn, "fresh", False)
+    write_dag(dags_dir, "f.py", simple_dag("fresh", is_paused_upon_creation=True, tags=["v2"]))
+    sync(sqlite_store, dags_dir)
+    assert dag_row(sqlite_store, "fresh").spec.tags == ("v2",)
+    assert dag_row(sqlite_store, "fresh").is_paused is False
+
+
+def test_empty_or_missing_folder_syncs_to_nothing(sqlite_store: Store, tmp_path: Path):
+    report = sync_dags(sqlite_store, str(tmp_path / "missing"), timeout=5)
+    assert (report.parsed, report.unchanged, report.removed) == ([], 0, [])
+    assert active(sqlite_store) == {}
