@@ -43,9 +43,9 @@ def cli(ctx: click.Context, dags_folder: str, db: str | None, verbose: bool) -> 
 
 
 def _register() -> None:
-    from dagrun.cli import dags, db, runs, services, tasks
+    from dagrun.cli import dags, db, runs, services, tasks, web
 
-    for module in (dags, runs, tasks, services, db):
+    for module in (dags, runs, tasks, services, db, web):
         for command in module.COMMANDS:
             cli.add_command(command)
 

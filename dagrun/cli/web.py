@@ -1,0 +1,44 @@
+"""``dagrun web``: serve the read-only run grid page and JSON API."""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+import click
+
+from dagrun.cli.app import App, pass_app, setup_logging, stop_signals
+from dagrun.webapp import WebApp, make_web_server
+
+log = logging.getLogger("dagrun.web")
+
+
+@click.command("web")
+@click.option(
+    "--host",
+    default="127.0.0.1",
+    show_default=True,
+    help="Address to listen on (loopback by default; the page has no login).",
+)
+@click.option(
+    "--port",
+    type=click.IntRange(0, 65535),
+    default=8080,
+    show_default=True,
+    help="Port to listen on (0 picks a free one).",
+)
+@pass_app
+def web(app: App, host: str, port: int) -> None:
+    """Serve the read-only web page: DAGs, run grid, runs, logs, /api, /metrics."""
+    setup_logging(app.verbose)
+    server = make_web_server(WebApp(app.store), host, port)
+    bound_host, bound_port = server.server_address[:2]
+    click.echo(f"dagrun web: serving http://{bound_host}:{bound_port}/ (Ctrl+C to stop)", err=True)
+    # shutdown() waits for serve_forever() to return, so it must run on another thread.
+    with stop_signals(lambda: threading.Thread(target=server.shutdown, daemon=True).start()):
+        server.serve_forever()
+    server.server_close()
+    log.info("dagrun web stopped")
+
+
+COMMANDS = [web]
