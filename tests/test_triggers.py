@@ -1,0 +1,275 @@
+"""Tests for dagrun.triggers: trigger rules, cascades, depends_on_past and run outcomes."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+
+from dagrun.spec import DagSpec, TaskSpec
+from dagrun.states import RunState, TaskState, TriggerRule
+from dagrun.triggers import evaluate, run_outcome
+
+S, F, UF, K = TaskState.SUCCESS, TaskState.FAILED, TaskState.UPSTREAM_FAILED, TaskState.SKIPPED
+R, N, Q, Y = TaskState.RUNNING, TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY
+QUEUED, WAIT = "queued", None
+FAILED_STATES = {F, UF}
+
+
+def make_spec(*tasks: TaskSpec) -> DagSpec:
+    return DagSpec(
+        dag_id="d",
+        fileloc="/d.py",
+        schedule=None,
+        timezone="UTC",
+        start_date=None,
+        end_date=None,
+        catchup=True,
+        max_active_runs=1,
+        tasks=tuple(tasks),
+    )
+
+
+def t(task_id: str, *upstream: str, rule: str = "all_success", past: bool = False) -> TaskSpec:
+    return TaskSpec(
+        task_id=task_id,
+        kind="bash",
+        upstream=upstream,
+        trigger_rule=rule,
+        depends_on_past=past,
+    )
+
+
+def verdict(rule: str, upstream_states: tuple[TaskState, ...]) -> str | None:
+    """What evaluate decides for task ``t`` whose upstreams are in ``upstream_states``."""
+    names = [f"u{i}" for i in range(len(upstream_states))]
+    spec = make_spec(*(t(n) for n in names), t("t", *names, rule=rule))
+    states = {**dict(zip(names, upstream_states, strict=True)), "t": N}
+    decisions = evaluate(spec, states)
+    found = [
+        state
+        for state, ids in (
+            (QUEUED, decisions.queue),
+            ("upstream_failed", decisions.upstream_failed),
+            ("skipped", decisions.skip),
+        )
+        if "t" in ids
+    ]
+    assert len(found) <= 1
+    return found[0] if found else WAIT
+
+
+# (rule, upstream states, expected verdict for the task)
+RULE_CASES = [
+    ("all_success", (S, S), QUEUED),
+    ("all_success", (S,), QUEUED),
+    ("all_success", (S, R), WAIT),
+    ("all_success", (S, Q), WAIT),
+    ("all_success", (S, Y), WAIT),
+    ("all_success", (S, N), WAIT),
+    ("all_success", (S, F), "upstream_failed"),
+    ("all_success", (S, UF), "upstream_failed"),
+    ("all_success", (F, F), "upstream_failed"),
+    ("all_success", (S, K), "skipped"),
+    ("all_success", (K, K), "skipped"),
+    ("all_done", (S, F), QUEUED),
+    ("all_done", (K, UF), QUEUED),
+    ("all_done", (F, F), QUEUED),
+    ("all_done", (S, S), QUEUED),
+    ("all_done", (S, R), WAIT),
+    ("all_done", (F, Y), WAIT),
+    ("all_failed", (F, F), QUEUED),
+    ("all_failed", (F, UF), QUEUED),
+    ("all_failed", (F, S), "skipped"),
+    ("all_failed", (F, K), "skipped"),
+    ("all_failed", (S, S), "skipped"),
+    ("all_failed", (F, R), WAIT),
+    ("one_success", (S, R), QUEUED),
+    ("one_success", (N, S), QUEUED),
+    ("one_success", (K, S), QUEUED),
+    ("one_success", (F, S), QUEUED),
+    ("one_success", (F, F), "upstream_failed"),
+    ("one_success", (F, K), "upstream_failed"),
+    ("one_success", (K, K), "skipped"),
+    ("one_success", (F, R), WAIT),
+    ("one_success", (Y, K), WAIT),
+    ("one_failed", (F, R), QUEUED),
+    ("one_failed", (UF, N), QUEUED),
+    ("one_failed", (S, F), QUEUED),
+    ("one_failed", (S, S), "skipped"),
+    ("one_failed", (S, K), "skipped"),
+    ("one_failed", (S, R), WAIT),
+    ("one_failed", (Y, S), WAIT),
+    ("none_failed", (S, K), QUEUED),
+    ("none_failed", (K, K), QUEUED),
+    ("none_failed", (S, S), QUEUED),
+    ("none_failed", (S, F), "upstream_failed"),
+    ("none_failed", (UF, S), "upstream_failed"),
+    ("none_failed", (S, R), WAIT),
+    ("none_failed", (K, Y), WAIT),
+]
+
+
+@pytest.mark.parametrize(
+    ("rule", "upstream", "expected"),
+    RULE_CASES,
+    ids=[f"{r}-{'+'.join(s.value for s in u)}" for r, u, _ in RULE_CASES],
+)
+def test_trigger_rule_table(rule, upstream, expected):
+    assert verdict(rule, upstream) == expected
+
+
+def test_every_rule_appears_in_the_table():
+    assert {rule for rule, _, _ in RULE_CASES} == {r.value for r in TriggerRule}
+
+
+@pytest.mark.parametrize("rule", [r.value for r in TriggerRule])
+def test_a_root_task_is_queued_whatever_its_rule(rule):
+    decisions = evaluate(make_spec(t("root", rule=rule)), {"root": N})
+    assert decisions.queue == ["root"]
+
+
+def _fires(rule: str, states: tuple[TaskState, ...]) -> bool:
+    """Independent statement of when each rule runs its task (DESIGN section 2)."""
+    done = all(s.finished for s in states)
+    return {
+        "all_success": all(s == S for s in states),
+        "all_done": done,
+        "all_failed": all(s in FAILED_STATES for s in states),
+        "one_success": any(s == S for s in states),
+        "one_failed": any(s in FAILED_STATES for s in states),
+        "none_failed": done and not any(s in FAILED_STATES for s in states),
+    }[rule]
+
+
+@pytest.mark.parametrize("rule", [r.value for r in TriggerRule])
+def test_every_state_combination_obeys_the_rule(rule):
+    """Exhaustive over three upstreams: queued exactly when the rule fires; waits only while
+    an upstream is unfinished; never skipped or failed before every upstream finished."""
+    for combo in itertools.product(list(TaskState), repeat=3):
+        got = verdict(rule, combo)
+        assert (got == QUEUED) == _fires(rule, combo), (rule, combo, got)
+        if got in ("upstream_failed", "skipped"):
+            assert all(s.finished for s in combo), (rule, combo, got)
+        if got is WAIT:
+            assert not all(s.finished for s in combo), (rule, combo)
+        if got == "upstream_failed":
+            assert any(s in FAILED_STATES for s in combo), (rule, combo)
+
+
+# ---------------------------------------------------------------- cascades
+
+
+def test_upstream_failed_cascades_down_a_chain_in_one_pass():
+    spec = make_spec(t("a"), t("b", "a"), t("c", "b"), t("d", "c"))
+    decisions = evaluate(spec, {"a": F, "b": N, "c": N, "d": N})
+    assert decisions.upstream_failed == ["b", "c", "d"]
+    assert decisions.queue == []
+    assert decisions.run_state == RunState.FAILED
+
+
+def test_skips_cascade_and_a_skipped_run_succeeds():
+    spec = make_spec(t("a"), t("b", "a"), t("c", "b"))
+    decisions = evaluate(spec, {"a": K, "b": N, "c": N})
+    assert decisions.skip == ["b", "c"]
+    assert decisions.run_state == RunState.SUCCESS
+
+
+def test_cascade_stops_at_a_rule_that_runs_after_failure():
+    spec = make_spec(
+        t("a"),
+        t("b", "a"),
+        t("cleanup", "b", rule="all_done"),
+        t("alert", "b", rule="one_failed"),
+        t("after_cleanup", "cleanup"),
+    )
+    decisions = evaluate(spec, {"a": F, "b": N, "cleanup": N, "alert": N, "after_cleanup": N})
+    assert decisions.upstream_failed == ["b"]
+    assert decisions.queue == ["cleanup", "alert"]
+    assert decisions.run_state is None
+
+
+def test_only_tasks_in_state_none_are_decided():
+    spec = make_spec(t("a"), t("b", "a"), t("c", "a"))
+    decisions = evaluate(spec, {"a": S, "b": R, "c": N})
+    assert decisions.queue == ["c"]
+    assert decisions.run_state is None
+
+
+def test_a_task_without_an_instance_is_ignored():
+    spec = make_spec(t("a"), t("added_later", "a"))
+    decisions = evaluate(spec, {"a": S})
+    assert decisions.queue == []
+    assert decisions.run_state == RunState.SUCCESS
+
+
+def test_diamond_waits_for_both_branches():
+    spec = make_spec(t("a"), t("b", "a"), t("c", "a"), t("d", "b", "c"))
+    assert evaluate(spec, {"a": S, "b": S, "c": R, "d": N}).queue == []
+    assert evaluate(spec, {"a": S, "b": S, "c": S, "d": N}).queue == ["d"]
+
+
+# ---------------------------------------------------------------- depends_on_past
+
+
+@pytest.mark.parametrize(
+    ("past_ok", "queued"),
+    [
+        (None, True),
+        ({}, True),
+        ({"p": True}, True),
+        ({"p": False}, False),
+        ({"other": False}, True),
+    ],
+    ids=["no-info", "no-previous-run", "previous-ok", "previous-not-ok", "other-task"],
+)
+def test_depends_on_past_waits_for_the_previous_run(past_ok, queued):
+    spec = make_spec(t("p", past=True), t("q", "p"))
+    decisions = evaluate(spec, {"p": N, "q": N}, past_ok)
+    assert decisions.queue == (["p"] if queued else [])
+    assert decisions.run_state is None
+
+
+def test_depends_on_past_does_not_hold_back_an_upstream_failure():
+    spec = make_spec(t("a"), t("p", "a", past=True))
+    decisions = evaluate(spec, {"a": F, "p": N}, {"p": False})
+    assert decisions.upstream_failed == ["p"]
+    assert decisions.run_state == RunState.FAILED
+
+
+def test_depends_on_past_only_affects_its_own_task():
+    spec = make_spec(t("p", past=True), t("free"))
+    decisions = evaluate(spec, {"p": N, "free": N}, {"p": False})
+    assert decisions.queue == ["free"]
+
+
+# ---------------------------------------------------------------- run outcome
+
+
+@pytest.mark.parametrize(
+    ("states", "expected"),
+    [
+        ([], None),
+        ([S, S], RunState.SUCCESS),
+        ([S, K], RunState.SUCCESS),
+        ([K, K], RunState.SUCCESS),
+        ([S, F], RunState.FAILED),
+        ([S, UF], RunState.FAILED),
+        ([F, F], RunState.FAILED),
+        ([S, R], None),
+        ([F, R], None),
+        ([S, Q], None),
+        ([F, N], None),
+        ([S, Y], None),
+    ],
+)
+def test_run_outcome(states, expected):
+    assert run_outcome(states) == expected
+    assert run_outcome(iter(states)) == expected
+
+
+def test_evaluate_reports_the_run_end_after_its_own_decisions():
+    spec = make_spec(t("a"), t("b", "a", rule="all_failed"))
+    decisions = evaluate(spec, {"a": S, "b": N})
+    assert decisions.skip == ["b"]
+    assert decisions.run_state == RunState.SUCCESS
