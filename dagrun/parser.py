@@ -81,6 +81,13 @@ def import_file(path: str) -> list[DAG]:
 
 def build_spec(dag: DAG, path: str) -> DagSpec:
     """Check the graph (cycles) and freeze a DAG into its serialisable spec."""
+    if not dag.tasks:
+        raise DagFileError(
+            path,
+            f"DAG '{dag.dag_id}' has no tasks (a @task function only becomes a task when it is "
+            "called inside the `with DAG(...)` block)",
+            dag.definition_line,
+        )
     graph = nx.DiGraph()
     order = {task_id: i for i, task_id in enumerate(dag.tasks)}
     graph.add_nodes_from(dag.tasks)

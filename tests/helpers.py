@@ -43,3 +43,31 @@ def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: f
         dagrun_cmd(*args), env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True,
         timeout=timeout, input=input,
     )
+
+
+def run_once(store, dags_dir: Path, dag_id: str, *, workers: int = 2, log_dir: Path | None = None,
+             run_id: str = "test-run"):
+    """Sync the dags folder and execute one manual run of ``dag_id`` in-process to its end.
+
+    Returns (run row, {task_id: task row}). Attempts still run in real child processes.
+    """
+    from dagrun.backfill import RunDriver
+    from dagrun.store import queries, registry, transitions
+    from dagrun.sync import sync_dags
+    from dagrun.timetable import DataInterval
+    from dagrun.worker import WorkerOptions
+
+    sync_dags(store, str(dags_dir))
+    with store.read() as conn:
+        spec = registry.get_dag(conn, dag_id).spec
+    first = spec.timetable.next_interval(None)
+    with store.write() as conn:
+        now = store.now(conn)
+        interval = first or DataInterval(now, now)
+        pk, _ = transitions.create_manual_run(conn, spec, interval, run_id, now)
+    options = WorkerOptions(concurrency=workers, log_dir=log_dir or dags_dir.parent / "logs")
+    RunDriver(store, spec, [pk], worker_options=options).run()
+    with store.read() as conn:
+        run = queries.run_by_pk(conn, pk)
+        tasks = {t.task_id: t for t in queries.task_instances(conn, [pk])}
+    return run, tasks

@@ -1,0 +1,147 @@
+"""The worker end to end in-process (attempts in real child processes): retries, dead
+letters, trigger rules, TaskFlow values, templates, context, logs."""
+
+from __future__ import annotations
+
+from sqlalchemy import select
+
+from dagrun.store import queries
+from dagrun.store.schema import task_attempt
+from tests.helpers import run_once, write_dag
+
+
+def attempts_of(store, task_id: str) -> list[dict]:
+    with store.read() as conn:
+        rows = conn.execute(
+            select(task_attempt)
+            .where(task_attempt.c.task_id == task_id)
+            .order_by(task_attempt.c.id)
+        )
+        return [dict(r) for r in rows.mappings()]
+
+
+def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "flaky.py", f"""
+        from dagrun import DAG, task
+
+        with DAG("flaky", schedule=None, default_args={{"retry_delay": 0.01}}):
+            @task(retries=3)
+            def flaky(try_number):
+                if try_number < 3:
+                    raise ConnectionError(f"blip {{try_number}}")
+                return try_number
+
+            @task
+            def after(value):
+                open({str(tmp_path / "after.txt")!r}, "w").write(str(value))
+
+            after(flaky())
+        """)
+    run, tasks = run_once(store, dags_dir, "flaky")
+    assert run.state == "success"
+    assert tasks["flaky"].try_number == 3
+    outcomes = [a["outcome"] for a in attempts_of(store, "flaky")]
+    assert outcomes == ["failed", "failed", "success"]
+    assert "ConnectionError: blip 1" in attempts_of(store, "flaky")[0]["error"]
+    assert (tmp_path / "after.txt").read_text() == "3"
+
+
+def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir):
+    write_dag(dags_dir, "bad.py", """
+        from dagrun import DAG, task, NonRetryableError
+
+        with DAG("bad", schedule=None):
+            @task(retries=5, retry_delay=0.01)
+            def reject():
+                raise NonRetryableError("HTTP 404 for customer feed")
+
+            @task
+            def downstream():
+                return 1
+
+            @task(trigger_rule="all_done")
+            def cleanup():
+                return "cleaned"
+
+            reject() >> downstream() >> cleanup()
+        """)
+    run, tasks = run_once(store, dags_dir, "bad")
+    assert run.state == "failed"
+    assert tasks["reject"].state == "failed" and tasks["reject"].try_number == 1
+    assert tasks["downstream"].state == "upstream_failed"
+    assert tasks["cleanup"].state == "success"
+    with store.read() as conn:
+        dead = queries.dead_letters(conn, "bad")
+    assert [(d.task_id, d.try_number) for d in dead] == [("reject", 1)]
+    assert dead[0].error == "NonRetryableError: HTTP 404 for customer feed"
+
+
+def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
+    write_dag(dags_dir, "always.py", """
+        from dagrun import DAG, task
+
+        with DAG("always", schedule=None):
+            @task(retries=2, retry_delay=0.01)
+            def boom(try_number):
+                raise ValueError(f"bad row in try {try_number}")
+
+            boom()
+        """)
+    run, tasks = run_once(store, dags_dir, "always")
+    assert run.state == "failed"
+    assert tasks["boom"].try_number == 3
+    with store.read() as conn:
+        dead = queries.dead_letters(conn)
+    assert dead[0].error == "ValueError: bad row in try 3"
+
+
+def test_bash_templates_environment_and_context(store, dags_dir, tmp_path):
+    out = tmp_path / "out"
+    write_dag(dags_dir, "bash.py", f"""
+        from dagrun import DAG, BashTask, task
+
+        with DAG("bash", schedule="@daily", start_date="2026-01-05", timezone="Asia/Dhaka"):
+            BashTask("echo", command="echo {{{{ ds }}}} $DS $FOO > {out}/bash.txt",
+                     env={{"FOO": "{{{{ ds_nodash }}}}"}})
+
+            @task
+            def ctx_task(ctx, ds, data_interval_end):
+                open("{out}/ctx.txt", "w").write(
+                    f"{{ds}}|{{data_interval_end.isoformat()}}|{{ctx.idempotency_key}}|"
+                    f"{{ctx.fence_token}}")
+
+            ctx_task()
+        """)
+    out.mkdir()
+    run, _ = run_once(store, dags_dir, "bash")
+    assert run.state == "success"
+    assert (out / "bash.txt").read_text().strip() == "2026-01-05 2026-01-05 20260105"
+    ds, end, key, fence = (out / "ctx.txt").read_text().split("|")
+    assert ds == "2026-01-05"
+    assert end == "2026-01-06T00:00:00+06:00"
+    assert key == "bash/ctx_task/2026-01-05T00:00:00+06:00"
+    assert int(fence) >= 1
+
+
+def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "logs.py", """
+        import logging
+        from dagrun import DAG, task
+
+        with DAG("logs", schedule=None):
+            @task(retries=1, retry_delay=0.01)
+            def chatty(try_number):
+                print(f"stdout line {try_number}")
+                logging.getLogger("user").warning("logged line %s", try_number)
+                if try_number == 1:
+                    raise RuntimeError("first try fails")
+
+            chatty()
+        """)
+    run, _ = run_once(store, dags_dir, "logs", log_dir=tmp_path / "logs")
+    assert run.state == "success"
+    paths = [a["log_path"] for a in attempts_of(store, "chatty")]
+    assert len(paths) == 2 and paths[0] != paths[1]
+    first, second = (open(p).read() for p in paths)
+    assert "stdout line 1" in first and "logged line 1" in first and "RuntimeError" in first
+    assert "stdout line 2" in second and "first try fails" not in second
