@@ -266,31 +266,38 @@ def _run_bash(
 
 @contextlib.contextmanager
 def _captured(log_path: str | None) -> Iterator[None]:
-    """Send fds 1 and 2 and Python logging to the attempt's log file, then restore them."""
+    """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to the attempt's
+    log file, then restore them all (the child runs many attempts)."""
     if log_path is None:
         yield
         return
     Path(log_path).parent.mkdir(parents=True, exist_ok=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = os.dup(1), os.dup(2)
+    saved_fds = os.dup(1), os.dup(2)
+    saved_streams = sys.stdout, sys.stderr
     fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    handler = logging.StreamHandler(sys.stderr)
+    stream = open(fd, "w", buffering=1, closefd=False)  # noqa: SIM115 - closed below
+    handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
+    level = root.level
     try:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
+        sys.stdout = sys.stderr = stream
         root.addHandler(handler)
-        root.setLevel(min(root.level or logging.INFO, logging.INFO))
+        root.setLevel(min(level, logging.INFO) if level else logging.INFO)
         yield
     finally:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        stream.flush()
+        sys.stdout, sys.stderr = saved_streams
         root.removeHandler(handler)
-        os.dup2(saved[0], 1)
-        os.dup2(saved[1], 2)
-        for f in (fd, *saved):
+        root.setLevel(level)
+        os.dup2(saved_fds[0], 1)
+        os.dup2(saved_fds[1], 2)
+        stream.close()
+        for f in (fd, *saved_fds):
             os.close(f)
 
 
