@@ -9,6 +9,7 @@ are captured too) and Python logging go to the attempt's own log file.
 from __future__ import annotations
 
 import contextlib
+import faulthandler
 import inspect
 import json
 import logging
@@ -286,11 +287,13 @@ def _captured(log_path: str | None) -> Iterator[None]:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         sys.stdout = sys.stderr = stream
+        faulthandler.enable(file=stream)
         root.addHandler(handler)
         root.setLevel(min(level, logging.INFO) if level else logging.INFO)
         yield
     finally:
         stream.flush()
+        faulthandler.disable()
         sys.stdout, sys.stderr = saved_streams
         root.removeHandler(handler)
         root.setLevel(level)

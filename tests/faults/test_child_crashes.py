@@ -1,0 +1,74 @@
+"""A task that exits, segfaults or hangs fails only its own attempt, with the reason, while
+the worker goes on with other tasks (attempts run in real child processes)."""
+
+from __future__ import annotations
+
+import pytest
+from sqlalchemy import select
+
+from dagrun.store.schema import task_attempt
+from tests.helpers import run_once, write_dag
+
+pytestmark = pytest.mark.slow
+
+
+def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_dir, tmp_path):
+    write_dag(dags_dir, "crashy.py", f"""
+        import ctypes, os, time
+        from dagrun import DAG, BashTask, task
+
+        with DAG("crashy", schedule=None):
+            @task
+            def exits():
+                os._exit(3)
+
+            @task
+            def segfaults():
+                ctypes.string_at(0)
+
+            @task(execution_timeout=1)
+            def hangs():
+                time.sleep(600)
+
+            hang_bash = BashTask("hangs_bash", command="sleep 600", execution_timeout=1)
+
+            @task
+            def fine(n):
+                open({str(tmp_path)!r} + f"/fine-{{n}}", "w").write("ok")
+
+            exits(); segfaults(); hangs()
+            for n in range(6):
+                fine(n)
+        """)
+    run, tasks = run_once(sqlite_store, dags_dir, "crashy", workers=2)
+    assert run.state == "failed"
+    errors = {t: tasks[t].last_error for t in ("exits", "segfaults", "hangs", "hangs_bash")}
+    assert "exited with code 3" in errors["exits"]
+    assert "killed by signal 11 (SIGSEGV)" in errors["segfaults"]
+    assert "timed out after 1 s" in errors["hangs"]
+    assert "timed out after 1 s" in errors["hangs_bash"]
+    fine = [t for t in tasks if t.startswith("fine")]
+    assert len(fine) == 6 and all(tasks[t].state == "success" for t in fine)
+    assert sorted(p.name for p in tmp_path.glob("fine-*")) == [f"fine-{n}" for n in range(6)]
+    with sqlite_store.read() as conn:
+        outcomes = dict(
+            conn.execute(select(task_attempt.c.task_id, task_attempt.c.outcome)).all()
+        )
+    assert outcomes["exits"] == "crashed" and outcomes["segfaults"] == "crashed"
+    assert outcomes["hangs"] == "timed_out" and outcomes["hangs_bash"] == "timed_out"
+
+
+def test_timed_out_bash_leaves_no_process_behind(sqlite_store, dags_dir, tmp_path):
+    marker = tmp_path / "marker"
+    write_dag(dags_dir, "bashy.py", f"""
+        from dagrun import DAG, BashTask
+
+        with DAG("bashy", schedule=None):
+            BashTask("slow", command="sleep 3 && touch {marker}", execution_timeout=1)
+        """)
+    run, tasks = run_once(sqlite_store, dags_dir, "bashy", workers=1)
+    assert tasks["slow"].state == "failed"
+    import time
+
+    time.sleep(3.5)
+    assert not marker.exists(), "the shell kept running after its attempt was killed"
