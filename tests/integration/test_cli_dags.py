@@ -1,0 +1,268 @@
+"""``dagrun dags ...`` and ``dagrun db ...`` as a user runs them: a subprocess per command."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import time
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import run_cli, write_dag
+
+REPO = Path(__file__).resolve().parents[2]
+TASKS_IN_ORDER = [
+    ("extract_sales", "-"),
+    ("clean_sales", "extract_sales"),
+    ("load_customers", "-"),
+    ("build_daily_summary", "clean_sales, load_customers"),
+    ("refresh_dashboard", "build_daily_summary"),
+]
+
+SYNTAX_ERROR = """
+    from dagrun import DAG, BashTask
+
+    with DAG("broken"):
+        BashTask("t", command="echo"
+"""
+CYCLE = """
+    from dagrun import DAG, BashTask
+
+    with DAG("cyclic"):
+        a = BashTask("extract", command="echo")
+        b = BashTask("transform", command="echo")
+        a >> b >> a
+"""
+SLEEPS_FOREVER = """
+    import time
+
+    while True:
+        time.sleep(60)
+"""
+
+
+@pytest.fixture
+def env(cli_env: dict[str, str], dags_dir: Path) -> dict[str, str]:
+    shutil.copy(REPO / "dags" / "nightly_sales.py", dags_dir / "nightly_sales.py")
+    return {**cli_env, "DAGRUN_PARSE_TIMEOUT": "2"}
+
+
+@pytest.fixture
+def bad_env(env: dict[str, str], dags_dir: Path) -> dict[str, str]:
+    write_dag(dags_dir, "broken.py", SYNTAX_ERROR)
+    write_dag(dags_dir, "cyclic.py", CYCLE)
+    write_dag(dags_dir / "team", "sleeper.py", SLEEPS_FOREVER)
+    return env
+
+
+def dagrun(*args: str, env: dict[str, str], timeout: float = 60):
+    return run_cli(*args, env=env, timeout=timeout)
+
+
+def json_out(*args: str, env: dict[str, str]):
+    result = dagrun(*args, "--json", env=env)
+    assert result.returncode in (0, 1), result.stderr
+    return json.loads(result.stdout)
+
+
+def assert_usage_error(result, *words: str) -> None:
+    """Exit code 2, no traceback, and one error line naming the problem."""
+    assert result.returncode == 2, (result.stdout, result.stderr)
+    assert "Traceback" not in result.stderr
+    lines = [line for line in result.stderr.splitlines() if line.lower().startswith("error")]
+    assert len(lines) == 1, result.stderr
+    for word in words:
+        assert word in lines[0]
+
+
+def test_dags_list_shows_schedule_and_timezone(env, dags_dir):
+    result = dagrun("dags", "list", env=env)
+    assert result.returncode == 0, result.stderr
+    header, *rows = result.stdout.splitlines()
+    assert header.split()[:4] == ["dag_id", "schedule", "timezone", "paused"]
+    assert len(rows) == 1
+    assert rows[0].startswith("nightly_sales")
+    assert "30 0 * * *" in rows[0]
+    assert "Asia/Dhaka" in rows[0]
+    assert "nightly_sales.py" in rows[0]
+    assert result.stderr == ""
+
+
+def test_dags_list_json_has_the_fixed_fields(env, dags_dir):
+    (entry,) = json_out("dags", "list", env=env)
+    assert {"dag_id", "schedule", "timezone", "paused", "fileloc"} <= set(entry)
+    assert entry["dag_id"] == "nightly_sales"
+    assert entry["schedule"] == "30 0 * * *"
+    assert entry["timezone"] == "Asia/Dhaka"
+    assert entry["paused"] is False
+    assert entry["fileloc"] == str(dags_dir / "nightly_sales.py")
+
+
+def test_dags_list_on_an_empty_folder(cli_env):
+    result = dagrun("dags", "list", env=cli_env)
+    assert result.returncode == 0
+    assert "no DAGs found" in result.stdout
+    assert json_out("dags", "list", env=cli_env) == []
+
+
+def test_dags_show_prints_tasks_in_topological_order_with_upstreams(env):
+    result = dagrun("dags", "show", "nightly_sales", env=env)
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.splitlines()
+    assert "nightly_sales" in lines[0]
+    assert "30 0 * * *" in lines[0]
+    assert "Asia/Dhaka" in lines[0]
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["#", "task_id"])
+    rows = lines[header + 1 :]
+    assert len(rows) == len(TASKS_IN_ORDER)
+    for n, (row, (task_id, upstream)) in enumerate(zip(rows, TASKS_IN_ORDER, strict=True), 1):
+        assert row.split()[:2] == [str(n), task_id]
+        assert f"  {upstream}  " in row
+
+
+def test_bad_files_do_not_hide_the_good_dag(bad_env, dags_dir):
+    started = time.monotonic()
+    listed = dagrun("dags", "list", env=bad_env, timeout=30)
+    elapsed = time.monotonic() - started
+    assert listed.returncode == 0, listed.stderr
+    assert elapsed < 15, f"dags list took {elapsed:.1f}s"
+    assert "nightly_sales" in listed.stdout
+    assert "Traceback" not in listed.stderr
+    assert "3 DAG file(s) failed to load" in listed.stderr
+    assert [d["dag_id"] for d in json_out("dags", "list", env=bad_env)] == ["nightly_sales"]
+
+    errors = dagrun("dags", "errors", env=bad_env)
+    assert errors.returncode == 1
+    lines = errors.stdout.splitlines()
+    assert len(lines) == 3, errors.stdout
+    by_file = {Path(line.split(":")[0]).name: line for line in lines}
+    assert set(by_file) == {"broken.py", "cyclic.py", "sleeper.py"}
+    assert by_file["broken.py"].startswith(f"{dags_dir / 'broken.py'}:4: syntax error")
+    assert "DAG 'cyclic' has a cycle: extract -> transform -> extract" in by_file["cyclic.py"]
+    assert by_file["sleeper.py"].startswith(str(dags_dir / "team" / "sleeper.py"))
+    assert "did not finish within 2 s" in by_file["sleeper.py"]
+
+    documents = json_out("dags", "errors", env=bad_env)
+    assert all({"file", "error"} <= set(d) for d in documents)
+    reasons = {Path(d["file"]).name: d["error"] for d in documents}
+    assert reasons["broken.py"].startswith("syntax error")
+    assert "cycle" in reasons["cyclic.py"]
+    assert "did not finish" in reasons["sleeper.py"]
+
+
+def test_dags_errors_exits_0_when_all_files_load(env):
+    result = dagrun("dags", "errors", env=env)
+    assert result.returncode == 0
+    assert "no import errors" in result.stdout
+    assert json_out("dags", "errors", env=env) == []
+
+
+def test_a_fixed_file_leaves_the_error_list(bad_env, dags_dir):
+    assert dagrun("dags", "errors", env=bad_env).returncode == 1
+    (dags_dir / "team" / "sleeper.py").unlink()
+    write_dag(dags_dir, "cyclic.py", CYCLE.replace("a >> b >> a", "a >> b"))
+    (dags_dir / "broken.py").unlink()
+    assert dagrun("dags", "errors", env=bad_env).returncode == 0
+    ids = sorted(d["dag_id"] for d in json_out("dags", "list", env=bad_env))
+    assert ids == ["cyclic", "nightly_sales"]
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("dags", "show", "nope"), ["unknown DAG 'nope'"]),
+        (("dags", "next", "nope"), ["unknown DAG 'nope'"]),
+        (("dags", "pause", "nope"), ["unknown DAG 'nope'"]),
+        (("dags", "unpause", "nope"), ["unknown DAG 'nope'"]),
+        (("dags", "list", "--bogus"), ["--bogus"]),
+        (("dags", "show"), ["DAG_ID"]),
+        (("dags", "frobnicate"), ["frobnicate"]),
+        (("dags", "next", "nightly_sales", "-n", "0"), ["0"]),
+        (("dags", "next", "nightly_sales", "--after", "someday"), ["someday"]),
+    ],
+    ids=lambda value: "-".join(value) if isinstance(value, tuple) else None,
+)
+def test_bad_input_exits_2_with_one_line_and_no_traceback(env, args, words):
+    assert_usage_error(dagrun(*args, env=env), *words)
+
+
+def test_pause_and_unpause_round_trip(env):
+    assert [d["paused"] for d in json_out("dags", "list", env=env)] == [False]
+    paused = dagrun("dags", "pause", "nightly_sales", env=env)
+    assert paused.returncode == 0, paused.stderr
+    assert "paused" in paused.stdout
+    assert [d["paused"] for d in json_out("dags", "list", env=env)] == [True]
+    unpaused = dagrun("dags", "unpause", "nightly_sales", env=env)
+    assert unpaused.returncode == 0, unpaused.stderr
+    assert [d["paused"] for d in json_out("dags", "list", env=env)] == [False]
+
+
+def test_db_init_and_check(cli_env, tmp_path):
+    init = dagrun("db", "init", env=cli_env)
+    assert init.returncode == 0, init.stderr
+    assert "schema version" in init.stdout
+    assert (tmp_path / "home" / "dagrun.db").exists()
+    again = dagrun("db", "init", env=cli_env)
+    assert again.returncode == 0, again.stderr
+    check = dagrun("db", "check", env=cli_env)
+    assert check.returncode == 0, check.stderr
+    assert check.stdout.startswith("ok:")
+
+
+def test_db_check_on_a_newer_database_fails_cleanly(cli_env):
+    from sqlalchemy import update
+
+    from dagrun.store import Store
+    from dagrun.store.schema import SCHEMA_VERSION, meta
+
+    store = Store(cli_env["DAGRUN_DB_URL"])
+    with store.write() as conn:
+        conn.execute(update(meta).values(value=str(SCHEMA_VERSION + 1)))
+    store.dispose()
+    check = dagrun("db", "check", env=cli_env)
+    assert check.returncode == 1
+    assert "Traceback" not in check.stderr
+    assert "newer than this dagrun" in check.stderr
+
+
+def test_dags_next_json(env):
+    entries = json_out(
+        "dags", "next", "nightly_sales", "-n", "3", "--after", "2026-03-01T00:00:00+00:00", env=env
+    )
+    assert len(entries) == 3
+    assert all(
+        {"logical_date", "data_interval_end", "local_logical_date"} <= set(e) for e in entries
+    )
+    # 30 0 * * * in Asia/Dhaka (+06) fires at 18:30 UTC the day before.
+    assert [e["logical_date"] for e in entries] == [
+        "2026-03-01T18:30:00+00:00",
+        "2026-03-02T18:30:00+00:00",
+        "2026-03-03T18:30:00+00:00",
+    ]
+    assert [e["data_interval_end"] for e in entries] == [
+        "2026-03-02T18:30:00+00:00",
+        "2026-03-03T18:30:00+00:00",
+        "2026-03-04T18:30:00+00:00",
+    ]
+    assert [e["local_logical_date"] for e in entries] == [
+        "2026-03-02T00:30:00+06:00",
+        "2026-03-03T00:30:00+06:00",
+        "2026-03-04T00:30:00+06:00",
+    ]
+
+
+def test_dags_next_defaults_to_now(env):
+    before = datetime.now(UTC)
+    entries = json_out("dags", "next", "nightly_sales", "-n", "3", env=env)
+    assert len(entries) == 3
+    first = datetime.fromisoformat(entries[0]["logical_date"])
+    assert before < first <= before + timedelta(days=1)
+
+
+def test_every_dags_command_has_help(env):
+    for command in ("list", "show", "next", "errors", "pause", "unpause"):
+        result = dagrun("dags", command, "--help", env=env)
+        assert result.returncode == 0, command
+        assert "Usage:" in result.stdout
