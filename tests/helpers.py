@@ -71,3 +71,40 @@ def run_once(store, dags_dir: Path, dag_id: str, *, workers: int = 2, log_dir: P
         run = queries.run_by_pk(conn, pk)
         tasks = {t.task_id: t for t in queries.task_instances(conn, [pk])}
     return run, tasks
+
+
+def queue_run(store, dags_dir: Path, dag_id: str, run_id: str = "queued-run") -> int:
+    """Sync the dags folder and create, admit and start one manual run: its roots are queued."""
+    from dagrun.store import registry, transitions
+    from dagrun.sync import sync_dags
+    from dagrun.timetable import DataInterval
+
+    sync_dags(store, str(dags_dir))
+    with store.write() as conn:
+        spec = registry.get_dag(conn, dag_id).spec
+        now = store.now(conn)
+        pk, _ = transitions.create_manual_run(conn, spec, DataInterval(now, now), run_id, now)
+        transitions.admit_runs(conn, spec, 10**6, now, run_pks=[pk])
+        transitions.start_runs(conn, spec, now)
+    return pk
+
+
+def start_cli(*args: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+    """Start ``dagrun ARGS`` in the background (own session), output to ``log``."""
+    handle = open(log, "ab")  # noqa: SIM115 - the child keeps it
+    return subprocess.Popen(
+        dagrun_cmd(*args), env={**os.environ, **env}, stdout=handle, stderr=handle,
+        start_new_session=True,
+    )
+
+
+def stop_process(process: subprocess.Popen, timeout: float = 30) -> int:
+    """SIGTERM, then SIGKILL if it does not exit within ``timeout``; returns the exit code."""
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(10)
+    return process.returncode
