@@ -4,6 +4,10 @@ real transitions (create, admit, start, claim, complete) and the real DAG sync."
 from __future__ import annotations
 
 import json
+import os
+import re
+import signal
+import subprocess
 import threading
 import time
 import urllib.request
@@ -27,7 +31,7 @@ from dagrun.store.schema import task_attempt, task_instance
 from dagrun.sync import sync_dags
 from dagrun.webapp import WebApp, make_web_server
 from dagrun.worker import log_path
-from tests.helpers import run_cli, write_dag
+from tests.helpers import dagrun_cmd, run_cli, wait_until, write_dag
 
 OWNER = "test-worker"
 XSS_DESC = "<script>alert('desc')</script>"
@@ -35,6 +39,7 @@ XSS_TAG = "<b>tag</b>"
 XSS_ERROR = "ValueError: <img src=x onerror=alert('err')>"
 XSS_LOG = "<script>alert('log')</script>"
 XSS_IMPORT = "<b>broken</b> & bad"
+SERVING = re.compile(r"serving (http://\S+/)")
 TASKS = ["zeta_extract", "load.v2-x", "alpha_report", "notify"]
 
 SHOP_DAG = f"""
@@ -799,6 +804,38 @@ def test_cli_web_command_help(cli_env):
     assert result.returncode == 0
     assert "--host" in result.stdout and "127.0.0.1" in result.stdout
     assert "--port" in result.stdout and "8080" in result.stdout
+
+
+def test_dagrun_web_serves_the_store_and_stops_cleanly_on_sigterm(cli_env, dags_dir):
+    write_dag(dags_dir, "idle.py", IDLE_DAG)
+    assert run_cli("dags", "list", env=cli_env).returncode == 0  # records the DAG
+    process = subprocess.Popen(
+        dagrun_cmd("web", "--port", "0"),
+        env={**os.environ, **cli_env},
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+
+    def read_stderr() -> None:
+        for line in process.stderr:
+            lines.append(line)
+
+    threading.Thread(target=read_stderr, daemon=True).start()
+    try:
+        base = wait_until(
+            lambda: next((m.group(1) for m in map(SERVING.search, lines) if m), None),
+            what="dagrun web to print its address",
+        )
+        assert base.startswith("http://127.0.0.1:")
+        with urllib.request.urlopen(f"{base}api/dags", timeout=10) as response:
+            assert [d["dag_id"] for d in json.load(response)["dags"]] == ["idle"]
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=30) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait(timeout=10)
 
 
 def test_empty_store_shows_a_hint(sqlite_store, tmp_path):
