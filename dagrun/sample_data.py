@@ -1,23 +1,29 @@
 """Deterministic sample data for the example pipeline: a day's raw sales and the customers.
 
-Everything is generated from the logical day with ``random.Random`` seeded by a string
-(seeding hashes the string with SHA-512, stable across processes and Python versions, unlike
-``hash()``), so running a date twice, on any machine, yields the same rows: the property
-the pipeline's byte-identical reruns are built on. Nothing is downloaded.
+Every value is drawn from a ``random.Random`` seeded with a string naming the day (never
+``hash()``, which differs per process, nor the clock), and only through its ``random()``
+method: the one draw Python promises to keep identical across versions for a given seed
+(``choice``, ``randrange`` and ``shuffle`` may change). So a date yields the same rows in any
+process, on any machine: the property the pipeline's byte-identical reruns are built on.
+Nothing is downloaded.
 
 The raw sales carry the faults a real extract has, for the cleaning step to deal with:
-missing customers, zero or negative quantities, order ids delivered twice, prices that do
-not parse, and SKUs with stray whitespace and mixed case.
+missing customers, zero or negative quantities, order ids delivered twice, prices with a
+currency symbol or that do not parse, and SKUs with stray whitespace and mixed case.
 """
 
 from __future__ import annotations
 
+import functools
 import random
+from collections.abc import Sequence
 from datetime import date, datetime, time, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypeVar
 
 if TYPE_CHECKING:
     import pandas as pd
+
+T = TypeVar("T")
 
 SALES_COLUMNS = ["order_id", "customer_id", "sku", "quantity", "unit_price", "sold_at"]
 CUSTOMER_COLUMNS = ["customer_id", "name", "region", "segment", "signup_date"]
@@ -69,31 +75,41 @@ DIRT = {
 BAD_PRICES = ["N/A", "", "twelve", "1.2.3", "-"]
 
 
+class _Draws:
+    """Random draws built on ``random()`` alone, so the data survives Python upgrades."""
+
+    def __init__(self, seed: str):
+        self._rng = random.Random(seed)
+
+    def chance(self, probability: float) -> bool:
+        return self._rng.random() < probability
+
+    def below(self, bound: int) -> int:
+        return int(self._rng.random() * bound)
+
+    def between(self, low: float, high: float) -> float:
+        return low + (high - low) * self._rng.random()
+
+    def pick(self, items: Sequence[T], weights: Sequence[float] | None = None) -> T:
+        if weights is None:
+            return items[self.below(len(items))]
+        point = self._rng.random() * sum(weights)
+        for item, weight in zip(items, weights, strict=True):
+            point -= weight
+            if point < 0:
+                return item
+        return items[-1]
+
+    def shuffled(self, items: Sequence[T]) -> list[T]:
+        keys = [self._rng.random() for _ in items]
+        return [items[i] for i in sorted(range(len(items)), key=keys.__getitem__)]
+
+
 def customers(ds: str) -> pd.DataFrame:
     """The customer table as of ``ds``: everyone who signed up on or before that day."""
     import pandas as pd
 
-    return pd.DataFrame(_customers_on(date.fromisoformat(ds)), columns=CUSTOMER_COLUMNS)
-
-
-def _customers_on(day: date) -> list[dict[str, str]]:
-    return [c for c in _all_customers() if date.fromisoformat(c["signup_date"]) <= day]
-
-
-def _all_customers() -> list[dict[str, str]]:
-    rng = random.Random("customers:v1")
-    return [
-        {
-            "customer_id": f"C{number:04d}",
-            "name": f"{rng.choice(FIRST_NAMES)} {rng.choice(LAST_NAMES)}",
-            "region": rng.choice(REGIONS),
-            "segment": rng.choices(SEGMENTS, weights=[6, 1, 3])[0],
-            "signup_date": (
-                FIRST_SIGNUP + timedelta(days=rng.randrange(SIGNUP_SPAN_DAYS))
-            ).isoformat(),
-        }
-        for number in range(1, CUSTOMER_COUNT + 1)
-    ]
+    return pd.DataFrame(_customers_on(_day(ds)), columns=CUSTOMER_COLUMNS)
 
 
 def raw_sales(ds: str) -> pd.DataFrame:
@@ -101,47 +117,74 @@ def raw_sales(ds: str) -> pd.DataFrame:
     a CSV extract, except ``quantity``."""
     import pandas as pd
 
-    day = date.fromisoformat(ds)
-    rng = random.Random(f"sales:{ds}")
+    day = _day(ds)
+    draw = _Draws(f"sales:{day.isoformat()}")
     known = [c["customer_id"] for c in _customers_on(day)]
-    count = rng.randint(300, 420)
-    rows = [_sale(rng, day, number, known) for number in range(1, count + 1)]
-    duplicates = [dict(row) for row in rows if rng.random() < DIRT["duplicate"]]
-    rows.extend(duplicates)
-    rng.shuffle(rows)
-    return pd.DataFrame(rows, columns=SALES_COLUMNS)
+    count = 300 + draw.below(120)
+    rows = [_sale(draw, day, number, known) for number in range(1, count + 1)]
+    rows.extend(dict(row) for row in rows if draw.chance(DIRT["duplicate"]))
+    return pd.DataFrame(draw.shuffled(rows), columns=SALES_COLUMNS)
 
 
-def _sale(rng: random.Random, day: date, number: int, known: list[str]) -> dict[str, object]:
-    sku = rng.choice(sorted(CATALOG))
-    price = CATALOG[sku] * rng.uniform(0.9, 1.1)
-    sold_at = datetime.combine(day, time()) + timedelta(seconds=rng.randrange(86_400))
+def _day(ds: str) -> date:
+    try:
+        return date.fromisoformat(ds)
+    except (TypeError, ValueError):
+        raise ValueError(f"ds must be a 'YYYY-MM-DD' day, not {ds!r}") from None
+
+
+def _customers_on(day: date) -> list[dict[str, str]]:
+    return [c for c in _all_customers() if date.fromisoformat(c["signup_date"]) <= day]
+
+
+@functools.cache
+def _all_customers() -> tuple[dict[str, str], ...]:
+    """Every customer there will ever be; cached, as every day's sales and snapshot need it."""
+    draw = _Draws("customers:v1")
+    return tuple(
+        {
+            "customer_id": f"C{number:04d}",
+            "name": f"{draw.pick(FIRST_NAMES)} {draw.pick(LAST_NAMES)}",
+            "region": draw.pick(REGIONS),
+            "segment": draw.pick(SEGMENTS, weights=[6, 1, 3]),
+            "signup_date": (
+                FIRST_SIGNUP + timedelta(days=draw.below(SIGNUP_SPAN_DAYS))
+            ).isoformat(),
+        }
+        for number in range(1, CUSTOMER_COUNT + 1)
+    )
+
+
+def _sale(draw: _Draws, day: date, number: int, known: list[str]) -> dict[str, object]:
+    sku = draw.pick(sorted(CATALOG))
+    price = CATALOG[sku] * draw.between(0.9, 1.1)
+    sold_at = datetime.combine(day, time()) + timedelta(seconds=draw.below(86_400))
     row: dict[str, object] = {
         "order_id": f"O{day:%Y%m%d}-{number:05d}",
-        "customer_id": rng.choice(known) if known else None,
+        "customer_id": draw.pick(known) if known else None,
         "sku": sku,
-        "quantity": rng.choices([1, 2, 3, 4, 5, 10], weights=[40, 25, 15, 10, 7, 3])[0],
+        "quantity": draw.pick([1, 2, 3, 4, 5, 10], weights=[40, 25, 15, 10, 7, 3]),
         "unit_price": f"{price:.2f}",
         "sold_at": sold_at.isoformat(sep=" "),
     }
-    _soil(rng, row)
+    _soil(draw, row)
     return row
 
 
-def _soil(rng: random.Random, row: dict[str, object]) -> None:
+def _soil(draw: _Draws, row: dict[str, object]) -> None:
     """Give some rows the faults of a real extract, some fixable and some not."""
-    if rng.random() < DIRT["missing_customer"]:
+    if draw.chance(DIRT["missing_customer"]):
         row["customer_id"] = None
-    if rng.random() < DIRT["bad_quantity"]:
-        row["quantity"] = rng.choice([0, -1, -2, -5])
-    if rng.random() < DIRT["bad_price"]:
-        row["unit_price"] = rng.choice(BAD_PRICES)
-    elif rng.random() < DIRT["currency_symbol"]:
+    if draw.chance(DIRT["bad_quantity"]):
+        row["quantity"] = draw.pick([0, -1, -2, -5])
+    if draw.chance(DIRT["bad_price"]):
+        row["unit_price"] = draw.pick(BAD_PRICES)
+    elif draw.chance(DIRT["currency_symbol"]):
         row["unit_price"] = f"${row['unit_price']}"
-    if rng.random() < DIRT["noisy_sku"]:
-        row["sku"] = _noisy(rng, str(row["sku"]))
+    if draw.chance(DIRT["noisy_sku"]):
+        row["sku"] = _noisy(draw, str(row["sku"]))
 
 
-def _noisy(rng: random.Random, sku: str) -> str:
-    spaced = rng.choice([" ", "  ", "\t", ""]) + sku + rng.choice([" ", "", "  "])
-    return spaced.lower() if rng.random() < 0.5 else spaced.title()
+def _noisy(draw: _Draws, sku: str) -> str:
+    spaced = draw.pick([" ", "  ", "\t", ""]) + sku + draw.pick([" ", "", "  "])
+    return spaced.lower() if draw.chance(0.5) else spaced.title()
