@@ -13,8 +13,9 @@ Why a write is safe to repeat:
   fsynced. A crash leaves the old partition or the new one, never a mix; a rerun never
   appends. Temporary files of writers that died mid-write are swept by the next write.
 * The bytes are deterministic for the same frame (the frame's column order, no index, a
-  fixed float format, ``\\n`` line ends; Parquet through one pinned pyarrow version), so a
-  rerun on the same input has the same sha256 and is recorded as unchanged.
+  fixed float format, ``\\n`` line ends; Parquet as long as the pandas and pyarrow versions,
+  which it names inside the file, stay the same), so a rerun on the same input has the same
+  sha256 and is recorded as unchanged.
 * Inside a worker the write is fenced: in one store transaction the attempt's lease is
   checked (``LeaseLost`` when another attempt has taken the task over), the file is renamed
   into place and the write is recorded in ``partition_write`` with run, task, attempt and
@@ -26,6 +27,7 @@ pandas, pyarrow and SQLAlchemy are imported on first use, so ``import dagrun`` s
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import importlib.util
 import io
@@ -54,6 +56,7 @@ CSV_FLOAT_FORMAT = "%.12g"
 FILE_NAMES = {"csv": "part.csv", "parquet": "part.parquet"}
 
 _DATASET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
+_DS = re.compile(r"\d{4}-\d{2}-\d{2}")
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
 _TEMP = re.compile(r"\.tmp\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)\.[0-9a-f]+")
 _STORES: dict[str, Store] = {}
@@ -122,11 +125,9 @@ def _day(dataset: str, ds: object) -> str:
         raise InvalidPartition("pass ds (the logical day), not a datetime", dataset=dataset, ds=ds)
     if isinstance(ds, date):
         return ds.isoformat()
-    try:
-        if isinstance(ds, str) and len(ds) == 10:
+    if isinstance(ds, str) and _DS.fullmatch(ds):
+        with contextlib.suppress(ValueError):  # 2026-02-30 matches but is no day
             return date.fromisoformat(ds).isoformat()
-    except ValueError:
-        pass
     raise InvalidPartition("ds must be a date or a 'YYYY-MM-DD' string", dataset=dataset, ds=ds)
 
 
@@ -273,8 +274,8 @@ def _alive(pid: int) -> bool:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    except PermissionError:
-        return True
+    except PermissionError:  # alive, owned by another user
+        pass
     return True
 
 

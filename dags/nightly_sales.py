@@ -46,7 +46,7 @@ END {
   printf "<p>Revenue: %.2f</p>\n", total
 }' "$data/daily_summary/ds=$ds/part.csv" > "$tmp"
 chmod 644 "$tmp"
-sync "$tmp"
+sync "$tmp" 2>/dev/null || sync  # one file with GNU sync; all elsewhere
 mv -f "$tmp" "$out/dashboard.html"
 """
 

@@ -187,6 +187,9 @@ def test_parquet_without_pyarrow_is_refused(monkeypatch):
         (".hidden", DS, "csv", "dataset names"),
         ("sales", "2026-13-01", "csv", "YYYY-MM-DD"),
         ("sales", "2026-1-5", "csv", "YYYY-MM-DD"),
+        ("sales", "2026-02-30", "csv", "YYYY-MM-DD"),
+        ("sales", "20260105", "csv", "YYYY-MM-DD"),
+        ("sales", "2026-W02-1", "csv", "YYYY-MM-DD"),
         ("sales", datetime(2026, 1, 5, tzinfo=UTC), "csv", "not a datetime"),
         ("sales", DS, "xlsx", "format must be"),
     ],
@@ -195,7 +198,8 @@ def test_bad_input_is_refused_without_retry_and_names_the_input(dataset, ds, fmt
     with pytest.raises(InvalidPartition, match=message) as caught:
         partition(dataset, ds, format=fmt)
     assert (caught.value.dataset, caught.value.ds) == (dataset, ds)
-    assert isinstance(caught.value, NonRetryableError | ValueError)
+    assert isinstance(caught.value, NonRetryableError)
+    assert isinstance(caught.value, ValueError)
 
 
 def test_writing_something_else_than_a_dataframe_is_refused():
