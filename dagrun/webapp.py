@@ -137,7 +137,8 @@ class Response:
 
 
 def json_response(document: Any, status: int = HTTPStatus.OK) -> Response:
-    body = json.dumps(document, indent=1, sort_keys=False).encode()
+    """Compact JSON: with ``indent`` the stdlib falls back to its slow pure-Python encoder."""
+    body = json.dumps(document, separators=(",", ":")).encode()
     return Response(body, "application/json; charset=utf-8", status)
 
 
@@ -207,13 +208,39 @@ def elapsed(start: datetime | None, end: datetime | None, now: datetime) -> floa
 
 
 @dataclass(frozen=True)
-class GridCell:
+class GridColumn:
+    """One run as a grid column, with what each of its cells repeats worked out once."""
+
     run: RunRow
+    href: str
+    local: str
+    utc: str
+
+
+@dataclass(frozen=True)
+class GridCell:
+    task_id: str
+    column: GridColumn
     state: str
     try_number: int
     max_tries: int
     duration: float | None
-    title: str
+
+    @property
+    def run_id(self) -> str:
+        return self.column.run.run_id
+
+    @property
+    def title(self) -> str:
+        """What hovering shows: state, try and duration, and the date in both zones."""
+        return (
+            f"{self.task_id} · {self.state}\ntry {self.try_number} of {self.max_tries} · "
+            f"{fmt_duration(self.duration)}\n{self.column.local} ({self.column.utc})"
+        )
+
+    @property
+    def href(self) -> str:
+        return f"{self.column.href}#task-{self.task_id}"
 
 
 @dataclass(frozen=True)
@@ -245,26 +272,37 @@ def _task_order(info: DagInfo, found: Iterable[str]) -> list[tuple[str, bool]]:
     return [(t, False) for t in known] + [(t, True) for t in extra]
 
 
-def grid_rows(info: DagInfo, page: GridPage, now: datetime) -> list[GridRow]:
-    """Rows of cells (task by run) built once, for the HTML grid and the JSON grid alike."""
+def grid_columns(info: DagInfo, page: GridPage) -> list[GridColumn]:
     tz = info.spec.timetable.tz
-    rows = []
-    for task_id, removed in _task_order(info, page.task_ids):
-        cells = []
-        for run in page.runs:
-            cell = page.cell(run.id, task_id)
-            state = cell.state if cell else TaskState.NONE.value
-            tries = (cell.try_number, cell.max_tries) if cell else (0, 0)
-            duration = cell.duration if cell and cell.duration is not None else None
-            if cell and duration is None:
-                duration = elapsed(cell.start_date, cell.end_date, now)
-            title = (
-                f"{task_id} · {state}\ntry {tries[0]} of {tries[1]} · {fmt_duration(duration)}\n"
-                f"{local(run.logical_date, tz)} ({utc(run.logical_date)})"
-            )
-            cells.append(GridCell(run, state, tries[0], tries[1], duration, title))
-        rows.append(GridRow(task_id, removed, cells))
-    return rows
+    return [
+        GridColumn(
+            run,
+            run_url(info.dag_id, run.run_id),
+            local(run.logical_date, tz),
+            utc(run.logical_date),
+        )
+        for run in page.runs
+    ]
+
+
+def grid_rows(
+    columns: list[GridColumn], page: GridPage, tasks: list[tuple[str, bool]], now: datetime
+) -> list[GridRow]:
+    """Rows of cells (task by run) built once, for the HTML grid and the JSON grid alike."""
+    return [
+        GridRow(task_id, removed, [_grid_cell(task_id, c, page, now) for c in columns])
+        for task_id, removed in tasks
+    ]
+
+
+def _grid_cell(task_id: str, column: GridColumn, page: GridPage, now: datetime) -> GridCell:
+    cell = page.cell(column.run.id, task_id)
+    if cell is None:  # the run has not been admitted yet, or the task is newer than the run
+        return GridCell(task_id, column, TaskState.NONE.value, 0, 0, None)
+    duration = cell.duration
+    if duration is None and cell.state == TaskState.RUNNING.value:
+        duration = elapsed(cell.start_date, None, now)
+    return GridCell(task_id, column, cell.state, cell.try_number, cell.max_tries, duration)
 
 
 def task_lines(
@@ -359,7 +397,7 @@ def grid_json(info: DagInfo, page: GridPage, rows: list[GridRow], paging: Paging
                 "removed": row.removed,
                 "cells": [
                     {
-                        "run_id": c.run.run_id,
+                        "run_id": c.run_id,
                         "state": c.state,
                         "try_number": c.try_number,
                         "max_tries": c.max_tries,
@@ -663,16 +701,19 @@ class WebApp:
             page = views.grid_page(conn, dag_id, paging.before, paging.runs)
             active = views.has_active_runs(conn, dag_id)
             now = self.store.now(conn)
-        return info, page, grid_rows(info, page, now), paging, active
+        columns = grid_columns(info, page)
+        rows = grid_rows(columns, page, _task_order(info, page.task_ids), now)
+        return info, page, columns, rows, paging, active
 
     def _grid(self, request: Request, dag_id: str) -> Response:
-        info, page, rows, paging, active = self._grid_data(request, dag_id)
+        info, page, columns, rows, paging, active = self._grid_data(request, dag_id)
         return self._page(
             "grid.html",
             request,
             dag=info,
             tz=info.spec.timetable.tz,
             page=page,
+            columns=columns,
             rows=rows,
             paging=paging,
             page_sizes=(DEFAULT_RUNS_PER_PAGE, 50, MAX_RUNS_PER_PAGE),
@@ -749,7 +790,7 @@ class WebApp:
         )
 
     def _api_grid(self, request: Request, dag_id: str) -> Response:
-        info, page, rows, paging, _ = self._grid_data(request, dag_id)
+        info, page, _, rows, paging, _ = self._grid_data(request, dag_id)
         return json_response(grid_json(info, page, rows, paging))
 
     def _api_runs(self, request: Request, dag_id: str) -> Response:

@@ -151,7 +151,6 @@ class Cell:
     try_number: int
     max_tries: int
     start_date: datetime | None
-    end_date: datetime | None
     duration: float | None
 
 
@@ -236,7 +235,8 @@ def grid_cells(conn: Connection, run_pks: list[int]) -> list[Cell]:
     """The cells of many runs in one query, through the (run_pk, task_id) key."""
     if not run_pks:
         return []
-    return [Cell(*r) for r in conn.execute(select(*_CELL_COLUMNS).where(ti.c.run_pk.in_(run_pks)))]
+    rows = conn.execute(select(*_CELL_COLUMNS).where(ti.c.run_pk.in_(run_pks))).all()
+    return [Cell(*r) for r in rows]
 
 
 # ---------------------------------------------------------------- attempts and logs
