@@ -197,11 +197,13 @@ def fmt_duration(seconds: float | None) -> str:
     return f"{hours}h {minutes:02d}m"
 
 
-def elapsed(start: datetime | None, end: datetime | None, now: datetime) -> float | None:
-    """How long something ran, or has been running (no end yet)."""
-    if start is None:
-        return None
-    return max(0.0, ((end or now) - start).total_seconds())
+def live_duration(
+    state: str, duration: float | None, start: datetime | None, now: datetime
+) -> float | None:
+    """The recorded duration; for a running task, how long it has been running so far."""
+    if duration is None and state == TaskState.RUNNING.value and start is not None:
+        return max(0.0, (now - start).total_seconds())
+    return duration
 
 
 # ---------------------------------------------------------------- view models
@@ -299,9 +301,7 @@ def _grid_cell(task_id: str, column: GridColumn, page: GridPage, now: datetime) 
     cell = page.cell(column.run.id, task_id)
     if cell is None:  # the run has not been admitted yet, or the task is newer than the run
         return GridCell(task_id, column, TaskState.NONE.value, 0, 0, None)
-    duration = cell.duration
-    if duration is None and cell.state == TaskState.RUNNING.value:
-        duration = elapsed(cell.start_date, None, now)
+    duration = live_duration(cell.state, cell.duration, cell.start_date, now)
     return GridCell(task_id, column, cell.state, cell.try_number, cell.max_tries, duration)
 
 
@@ -314,9 +314,7 @@ def task_lines(
         instance = by_task.get(task_id)
         duration = None
         if instance is not None:
-            duration = instance.duration
-            if duration is None:
-                duration = elapsed(instance.start_date, instance.end_date, now)
+            duration = live_duration(instance.state, instance.duration, instance.start_date, now)
         lines.append(TaskLine(task_id, removed, instance, attempts.get(task_id, []), duration))
     return lines
 
@@ -473,7 +471,7 @@ class Paging:
 def _runs_param(value: str | None) -> int:
     if value is None or value == "":
         return DEFAULT_RUNS_PER_PAGE
-    if not value.isdigit():
+    if not re.fullmatch(r"[0-9]{1,6}", value):
         raise BadRequest(f"runs must be a whole number from 1 to {MAX_RUNS_PER_PAGE}")
     return min(max(int(value), 1), MAX_RUNS_PER_PAGE)
 
@@ -484,9 +482,9 @@ def _instant_param(value: str | None) -> datetime | None:
         return None
     try:
         parsed = datetime.fromisoformat(value.strip().replace(" ", "+"))
-    except ValueError:
+        return parsed.astimezone(UTC) if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    except (ValueError, OverflowError):
         raise BadRequest("before must be an ISO 8601 instant, e.g. 2026-01-31T00:00:00Z") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
 
 
 # ---------------------------------------------------------------- logs

@@ -409,6 +409,10 @@ def test_grid_before_accepts_an_offset_with_a_decoded_plus(long_world):
         ("runs=0", 200, 1),
         ("runs=abc", 400, None),
         ("before=soon", 400, None),
+        ("runs=" + "9" * 5000, 400, None),
+        ("runs=%D9%A3", 400, None),  # an Arabic-Indic digit three
+        ("before=0001-01-01T00:00:00%2B01:00", 400, None),  # before year 1 in UTC
+        ("before=2026-01-02", 200, 1),  # a date alone is midnight UTC
     ],
 )
 def test_grid_query_parameters_are_validated(long_world, query, status, runs):
