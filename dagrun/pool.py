@@ -31,6 +31,7 @@ class Job:
     timeout: float | None
     payload: Any = None
     started: float = 0.0
+    ended: float = 0.0
     pgids: list[int] = field(default_factory=list)
 
     @property
@@ -115,6 +116,7 @@ class Pool:
                     return []
                 continue
             job, child.job = child.job, None
+            job.ended = time.monotonic()
             return [(job, value)]
 
     def _kill_overdue(self) -> list[tuple[Job, AttemptResult]]:
@@ -135,6 +137,7 @@ class Pool:
         self, child: Child, reason: str, outcome: AttemptOutcome = AttemptOutcome.CRASHED
     ) -> tuple[Job, AttemptResult]:
         job = child.job
+        job.ended = time.monotonic()
         child.kill()
         self.children[self.children.index(child)] = Child()
         return job, AttemptResult(outcome, reason, None, time.monotonic() - job.started)

@@ -64,6 +64,8 @@ class WorkerOptions:
     grace: float = 30.0
     log_dir: Path = field(default_factory=lambda: dagrun_home() / "logs")
     lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET
+    prefetch: int = 8
+    batch_delay: float = 0.01
 
 
 class Worker:
@@ -88,6 +90,7 @@ class Worker:
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
         self._buffer: deque[Job] = deque()
+        self._finished: list[tuple[Job, AttemptResult]] = []
         self._stopping = False
         self._last_heartbeat = time.monotonic()
         self._wake = True
@@ -113,18 +116,36 @@ class Worker:
     def _loop(self, pool: Pool) -> None:
         last_poll = 0.0
         while not self._stopping:
-            finished = pool.collect(self._wait_time(pool, last_poll))
+            self._finished.extend(pool.collect(self._wait_time(pool, last_poll)))
             self._dispatch(pool)
             polling = time.monotonic() - last_poll >= self.options.poll_interval
-            if finished or self._wake or (polling and self._room(pool)):
+            if self._wake or self._commit_due(pool) or (polling and self._room(pool)):
                 self._wake = False
                 last_poll = time.monotonic()
-                self._step(pool, finished)
+                self._step(pool)
                 self._dispatch(pool)
             self._heartbeat_if_due(pool)
             self._tick_if_due()
-            if self.until and not pool.busy() and not self._buffer and self.until():
+            if self._idle(pool) and self.until and self.until():
                 return
+        self._step(pool)
+
+    def _idle(self, pool: Pool) -> bool:
+        return not (pool.busy() or self._buffer or self._finished)
+
+    def _commit_due(self, pool: Pool) -> bool:
+        """Group commit: record finished attempts once children run short of buffered work,
+        enough results have gathered, or the oldest has waited ``batch_delay``."""
+        if not self._finished:
+            return False
+        return (
+            len(self._buffer) < pool.size
+            or len(self._finished) >= pool.size * self.options.prefetch // 2
+            or time.monotonic() - self._finished_since() >= self.options.batch_delay
+        )
+
+    def _finished_since(self) -> float:
+        return min(job.ended for job, _ in self._finished)
 
     def _wait_time(self, pool: Pool, last_poll: float) -> float:
         if self._wake or (self._buffer and pool.idle()):
@@ -134,6 +155,8 @@ class Worker:
         wait = min(wait, self._heartbeat_every - (now - self._last_heartbeat))
         if self.tick is not None:
             wait = min(wait, self.tick_interval - (now - self._last_tick))
+        if self._finished:
+            wait = min(wait, self._finished_since() + self.options.batch_delay - now)
         deadline = pool.next_deadline()
         if deadline is not None:
             wait = min(wait, deadline - now)
@@ -144,11 +167,14 @@ class Worker:
         return self.options.lease_seconds / 3
 
     def _room(self, pool: Pool) -> int:
-        """How many more claims to take: enough to refill every child twice over."""
-        return max(0, 2 * pool.size - len(pool.busy()) - len(self._buffer))
+        """How many more claims to take: enough to keep every child busy for several tasks
+        while the next group commit runs (``prefetch`` per child)."""
+        wanted = self.options.prefetch * pool.size
+        return max(0, wanted - len(pool.busy()) - len(self._buffer))
 
-    def _step(self, pool: Pool, finished: list[tuple[Job, AttemptResult]]) -> None:
+    def _step(self, pool: Pool) -> None:
         """One group commit: record finished attempts, advance runs, claim more work."""
+        finished, self._finished = self._finished, []
         outcomes = [_outcome(job, result) for job, result in finished]
         with self.store.write() as conn:
             now = self.store.now(conn)
@@ -167,8 +193,11 @@ class Worker:
         self.stats.claimed += len(claims)
         self.stats.add(completion)
         for outcome in completion.stale:
-            log.warning("discarded stale result of task instance %s (fence %s)",
-                        outcome.ti_id, outcome.fence_token)
+            log.warning(
+                "discarded stale result of task instance %s (fence %s)",
+                outcome.ti_id,
+                outcome.fence_token,
+            )
         self.stats.finished_runs += len(completion.finished_runs)
         if completion.finished_runs:
             self._last_tick = float("-inf")
@@ -221,8 +250,11 @@ class Worker:
                 conn, self.owner, held, self.options.lease_seconds, self.store.now(conn)
             )
         for ti_id, fence in sorted(lost):
-            log.warning("lease lost for task instance %s (fence %s); its result will be "
-                        "discarded", ti_id, fence)
+            log.warning(
+                "lease lost for task instance %s (fence %s); its result will be discarded",
+                ti_id,
+                fence,
+            )
 
     def _shutdown(self, pool: Pool) -> None:
         """Release unstarted claims now; give running attempts the grace period, then kill."""
@@ -230,12 +262,15 @@ class Worker:
         self._buffer.clear()
         deadline = time.monotonic() + self.options.grace
         if pool.busy():
-            log.info("waiting up to %.0f s for %d running attempt(s)", self.options.grace,
-                     len(pool.busy()))
+            log.info(
+                "waiting up to %.0f s for %d running attempt(s)",
+                self.options.grace,
+                len(pool.busy()),
+            )
         while pool.busy() and time.monotonic() < deadline:
-            finished = pool.collect(min(1.0, max(0.0, deadline - time.monotonic())))
-            if finished:
-                self._step(pool, finished)
+            self._finished.extend(pool.collect(min(1.0, max(0.0, deadline - time.monotonic()))))
+            if self._finished:
+                self._step(pool)
             self._heartbeat_if_due(pool)
         killed = pool.kill_busy()
         if killed:

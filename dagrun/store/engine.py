@@ -28,6 +28,11 @@ from dagrun.store import schema
 
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 
+#: WAL with NORMAL is always consistent and survives any process crash; only an OS crash or
+#: power cut can roll back the last commits, which every dagrun transition tolerates (a task
+#: that ran again rewrites the same partition). FULL adds an fsync per commit.
+SQLITE_SYNCHRONOUS = os.environ.get("DAGRUN_SQLITE_SYNCHRONOUS", "NORMAL").upper()
+
 
 def _dispose_after_fork() -> None:
     """A forked child must never reuse its parent's connections (it would corrupt them)."""
@@ -189,7 +194,7 @@ def _sqlite_connect(dbapi_conn, _record) -> None:
     dbapi_conn.isolation_level = None
     cursor = dbapi_conn.cursor()
     cursor.execute("PRAGMA journal_mode=WAL")
-    cursor.execute("PRAGMA synchronous=FULL")
+    cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=60000")
     cursor.close()

@@ -23,6 +23,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    text,
 )
 from sqlalchemy.types import TypeDecorator
 
@@ -134,7 +135,7 @@ task_instance = Table(
     Column("last_error", Text),
     Column("return_value", Text),
     UniqueConstraint("run_pk", "task_id", name="uq_task_instance_run_task"),
-    Index("ix_ti_state_priority", "state", "priority_weight", "id"),
+    Index("ix_ti_claim_order", "state", text("priority_weight DESC"), "id"),
     Index("ix_ti_state_lease", "state", "lease_until"),
     Index("ix_ti_state_next_try", "state", "next_try_at"),
     Index("ix_ti_dag_task", "dag_id", "task_id"),

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
 
-from sqlalchemy import Connection, and_, func, insert, select, tuple_, update
+from sqlalchemy import Connection, and_, bindparam, func, insert, select, tuple_, update
 
 from dagrun.errors import LeaseLost
 from dagrun.retry import backoff_delay
@@ -140,7 +140,9 @@ def count_active_runs(conn: Connection, dag_id: str) -> int:
     return conn.execute(
         select(func.count())
         .select_from(dag_run)
-        .where(dag_run.c.dag_id == dag_id, dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES]))
+        .where(
+            dag_run.c.dag_id == dag_id, dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES])
+        )
     ).scalar_one()
 
 
@@ -234,18 +236,12 @@ def advance_run(conn: Connection, run_pk: int, spec: DagSpec, now: datetime) -> 
     Locks the run row first, so two workers finishing the two upstreams of one task at once
     both see each other's result and the task is queued exactly once.
     """
-    run = conn.execute(
-        select(dag_run.c.state, dag_run.c.logical_date)
-        .where(dag_run.c.id == run_pk)
-        .with_for_update()
-    ).first()
+    run = conn.execute(_LOCK_RUN, {"b_run_pk": run_pk}).first()
     if run is None or run.state != RunState.RUNNING.value:
         return Decisions()
     states = {
         task_id: TaskState(state)
-        for task_id, state in conn.execute(
-            select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == run_pk)
-        )
+        for task_id, state in conn.execute(_RUN_TASK_STATES, {"b_run_pk": run_pk})
     }
     past_ok = _past_ok(conn, spec, run.logical_date) if _needs_past(spec, states) else None
     decisions = evaluate(spec, states, past_ok)
@@ -254,17 +250,26 @@ def advance_run(conn: Connection, run_pk: int, spec: DagSpec, now: datetime) -> 
     _set_states(conn, run_pk, decisions.skip, TaskState.SKIPPED, now)
     if decisions.run_state is not None:
         conn.execute(
-            update(dag_run)
-            .where(dag_run.c.id == run_pk, dag_run.c.state == RunState.RUNNING.value)
-            .values(state=decisions.run_state.value, end_date=now)
+            _END_RUN, {"b_run_pk": run_pk, "b_state": decisions.run_state.value, "b_now": now}
         )
     return decisions
 
 
+_LOCK_RUN = (
+    select(dag_run.c.state, dag_run.c.logical_date)
+    .where(dag_run.c.id == bindparam("b_run_pk"))
+    .with_for_update()
+)
+_RUN_TASK_STATES = select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == bindparam("b_run_pk"))
+_END_RUN = (
+    update(dag_run)
+    .where(dag_run.c.id == bindparam("b_run_pk"), dag_run.c.state == RunState.RUNNING.value)
+    .values(state=bindparam("b_state"), end_date=bindparam("b_now"))
+)
+
+
 def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:
-    return any(
-        t.depends_on_past and states.get(t.task_id) == TaskState.NONE for t in spec.tasks
-    )
+    return any(t.depends_on_past and states.get(t.task_id) == TaskState.NONE for t in spec.tasks)
 
 
 def _past_ok(conn: Connection, spec: DagSpec, logical_date: datetime) -> dict[str, bool]:
@@ -289,20 +294,27 @@ def _past_ok(conn: Connection, spec: DagSpec, logical_date: datetime) -> dict[st
 def _set_states(
     conn: Connection, run_pk: int, task_ids: list[str], state: TaskState, now: datetime
 ) -> None:
-    if not task_ids:
-        return
-    values: dict[str, Any] = {"state": state.value}
-    if state == TaskState.QUEUED:
-        values["queued_at"] = now
-    else:
-        values["end_date"] = now
-    conn.execute(
-        update(ti)
-        .where(
-            ti.c.run_pk == run_pk, ti.c.task_id.in_(task_ids), ti.c.state == TaskState.NONE.value
+    if task_ids:
+        statement = _QUEUE_TASKS if state == TaskState.QUEUED else _END_TASKS
+        conn.execute(
+            statement,
+            {"b_run_pk": run_pk, "b_task_ids": task_ids, "b_state": state.value, "b_now": now},
         )
-        .values(**values)
-    )
+
+
+_WAITING_TASKS = and_(
+    ti.c.run_pk == bindparam("b_run_pk"),
+    ti.c.task_id.in_(bindparam("b_task_ids", expanding=True)),
+    ti.c.state == TaskState.NONE.value,
+)
+_QUEUE_TASKS = (
+    update(ti)
+    .where(_WAITING_TASKS)
+    .values(state=bindparam("b_state"), queued_at=bindparam("b_now"))
+)
+_END_TASKS = (
+    update(ti).where(_WAITING_TASKS).values(state=bindparam("b_state"), end_date=bindparam("b_now"))
+)
 
 
 # ---------------------------------------------------------------- tasks: claim, lease, complete
@@ -336,33 +348,20 @@ def claim(
     """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1."""
     if limit <= 0:
         return []
-    pick = (
-        select(ti.c.id)
-        .where(ti.c.state == TaskState.QUEUED.value)
-        .order_by(ti.c.priority_weight.desc(), ti.c.id)
-        .limit(limit)
-    )
-    if caps.skip_locked:
-        pick = pick.with_for_update(skip_locked=True)
+    statement = _CLAIM_SKIP_LOCKED if caps.skip_locked else _CLAIM
     rows = conn.execute(
-        update(ti)
-        .where(ti.c.id.in_(pick.scalar_subquery()), ti.c.state == TaskState.QUEUED.value)
-        .values(
-            state=TaskState.RUNNING.value,
-            try_number=ti.c.try_number + 1,
-            fence_token=ti.c.fence_token + 1,
-            lease_owner=owner,
-            lease_until=now + timedelta(seconds=lease_seconds),
-            start_date=now,
-            end_date=None,
-            duration=None,
-        )
-        .returning(ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.try_number, ti.c.fence_token)
+        statement,
+        {
+            "b_limit": limit,
+            "b_owner": owner,
+            "b_until": now + timedelta(seconds=lease_seconds),
+            "b_now": now,
+        },
     ).all()
     if not rows:
         return []
     conn.execute(
-        insert(task_attempt),
+        _INSERT_ATTEMPT,
         [
             {
                 "ti_id": r.id,
@@ -378,34 +377,66 @@ def claim(
         ],
     )
     runs = {
-        r.id: r
-        for r in conn.execute(
-            select(
-                dag_run.c.id,
-                dag_run.c.run_id,
-                dag_run.c.logical_date,
-                dag_run.c.data_interval_start,
-                dag_run.c.data_interval_end,
-                dag_run.c.conf,
-            ).where(dag_run.c.id.in_({r.run_pk for r in rows}))
-        )
+        r.id: r for r in conn.execute(_CLAIMED_RUNS, {"b_run_pks": list({r.run_pk for r in rows})})
     }
-    return [
-        Claim(
-            ti_id=r.id,
-            run_pk=r.run_pk,
-            dag_id=r.dag_id,
-            task_id=r.task_id,
-            try_number=r.try_number,
-            fence_token=r.fence_token,
-            run_id=runs[r.run_pk].run_id,
-            logical_date=runs[r.run_pk].logical_date,
-            data_interval_start=runs[r.run_pk].data_interval_start,
-            data_interval_end=runs[r.run_pk].data_interval_end,
-            conf=json.loads(runs[r.run_pk].conf) if runs[r.run_pk].conf else {},
+    return [_claim_from(r, runs[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
+
+
+def _claim_from(row: Any, run: Any) -> Claim:
+    return Claim(
+        ti_id=row.id,
+        run_pk=row.run_pk,
+        dag_id=row.dag_id,
+        task_id=row.task_id,
+        try_number=row.try_number,
+        fence_token=row.fence_token,
+        run_id=run.run_id,
+        logical_date=run.logical_date,
+        data_interval_start=run.data_interval_start,
+        data_interval_end=run.data_interval_end,
+        conf=json.loads(run.conf) if run.conf else {},
+    )
+
+
+def _claim_statement(skip_locked: bool):
+    pick = (
+        select(ti.c.id)
+        .where(ti.c.state == TaskState.QUEUED.value)
+        .order_by(ti.c.priority_weight.desc(), ti.c.id)
+        .limit(bindparam("b_limit"))
+    )
+    if skip_locked:
+        pick = pick.with_for_update(skip_locked=True)
+    return (
+        update(ti)
+        .where(ti.c.id.in_(pick.scalar_subquery()), ti.c.state == TaskState.QUEUED.value)
+        .values(
+            state=TaskState.RUNNING.value,
+            try_number=ti.c.try_number + 1,
+            fence_token=ti.c.fence_token + 1,
+            lease_owner=bindparam("b_owner"),
+            lease_until=bindparam("b_until"),
+            start_date=bindparam("b_now"),
+            end_date=None,
+            duration=None,
         )
-        for r in sorted(rows, key=lambda r: r.id)
-    ]
+        .returning(
+            ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.try_number, ti.c.fence_token
+        )
+    )
+
+
+_CLAIM = _claim_statement(skip_locked=False)
+_CLAIM_SKIP_LOCKED = _claim_statement(skip_locked=True)
+_INSERT_ATTEMPT = insert(task_attempt)
+_CLAIMED_RUNS = select(
+    dag_run.c.id,
+    dag_run.c.run_id,
+    dag_run.c.logical_date,
+    dag_run.c.data_interval_start,
+    dag_run.c.data_interval_end,
+    dag_run.c.conf,
+).where(dag_run.c.id.in_(bindparam("b_run_pks", expanding=True)))
 
 
 def upstream_values(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> dict[str, Any]:
@@ -481,30 +512,70 @@ def complete(
 ) -> Completion:
     """Record finished attempts (fenced), schedule retries, and advance their runs.
 
-    Many outcomes share one transaction (a group commit). An outcome whose lease was lost
-    changes no task state: it is recorded as stale in the attempt history and discarded.
+    Many outcomes share one transaction (a group commit); successes are written with one
+    batched statement. An outcome whose lease was lost changes no task state: it is recorded
+    as stale in the attempt history and discarded.
     """
+    outcomes = list(outcomes)
+    states = _succeed(
+        conn, owner, [o for o in outcomes if o.outcome == AttemptOutcome.SUCCESS], now
+    )
+    for o in outcomes:
+        if o.outcome != AttemptOutcome.SUCCESS:
+            states[o.ti_id] = _fail(conn, owner, o, spec_for(o.dag_id).task_map.get(o.task_id), now)
     result = Completion()
     touched: dict[int, str] = {}
-    for outcome in outcomes:
-        task = spec_for(outcome.dag_id).task_map.get(outcome.task_id)
-        state = _finish(conn, owner, outcome, task, now)
+    for o in outcomes:
+        state = states[o.ti_id]
         if state is None:
-            _record_attempt(conn, outcome, AttemptOutcome.STALE, _stale_reason(outcome), now)
-            result.stale.append(outcome)
+            result.stale.append(o)
             continue
-        _record_attempt(conn, outcome, outcome.outcome, outcome.error, now)
-        result.accepted.append(outcome)
+        result.accepted.append(o)
         if state == TaskState.UP_FOR_RETRY:
-            result.retrying.append(outcome)
-        elif state == TaskState.FAILED:
-            result.dead.append(outcome)
-        if state != TaskState.UP_FOR_RETRY:
-            touched[outcome.run_pk] = outcome.dag_id
+            result.retrying.append(o)
+            continue
+        if state == TaskState.FAILED:
+            result.dead.append(o)
+        touched[o.run_pk] = o.dag_id
+    _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
     for run_pk, dag_id in sorted(touched.items()):
         if advance_run(conn, run_pk, spec_for(dag_id), now).run_state is not None:
             result.finished_runs.append(run_pk)
     return result
+
+
+def _succeed(
+    conn: Connection, owner: str, outcomes: list[Outcome], now: datetime
+) -> dict[int, TaskState | None]:
+    """One batched guarded update for all successes; the rows it missed lost their lease."""
+    if not outcomes:
+        return {}
+    done = conn.execute(
+        _SUCCEED,
+        [
+            {
+                "b_ti_id": o.ti_id,
+                "b_fence": o.fence_token,
+                "b_owner": owner,
+                "b_now": now,
+                "b_duration": o.duration,
+                "b_value": o.return_value,
+            }
+            for o in outcomes
+        ],
+    )
+    if done.rowcount == len(outcomes):
+        return dict.fromkeys((o.ti_id for o in outcomes), TaskState.SUCCESS)
+    rows = conn.execute(_HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
+    ours = {(r.id, r.fence_token) for r in rows if r.state == TaskState.SUCCESS.value}
+    return {
+        o.ti_id: TaskState.SUCCESS if (o.ti_id, o.fence_token) in ours else None for o in outcomes
+    }
+
+
+_HOLDERS = select(ti.c.id, ti.c.fence_token, ti.c.state).where(
+    ti.c.id.in_(bindparam("b_ti_ids", expanding=True))
+)
 
 
 def _stale_reason(outcome: Outcome) -> str:
@@ -514,41 +585,20 @@ def _stale_reason(outcome: Outcome) -> str:
     )
 
 
-def _finish(
+def _fail(
     conn: Connection, owner: str, outcome: Outcome, task: TaskSpec | None, now: datetime
 ) -> TaskState | None:
-    """The guarded update of one finished attempt; None when the lease was lost."""
-    guard = and_(
-        ti.c.id == outcome.ti_id,
-        ti.c.fence_token == outcome.fence_token,
-        ti.c.lease_owner == owner,
-        ti.c.state == TaskState.RUNNING.value,
-    )
-    released = {"lease_owner": None, "lease_until": None, "end_date": now}
-    if outcome.outcome == AttemptOutcome.SUCCESS:
-        done = conn.execute(
-            update(ti)
-            .where(guard)
-            .values(
-                state=TaskState.SUCCESS.value,
-                duration=outcome.duration,
-                return_value=outcome.return_value,
-                last_error=None,
-                **released,
-            )
-        )
-        return TaskState.SUCCESS if done.rowcount else None
+    """The guarded update of a failed attempt: a retry later, or failed for good."""
     failures = conn.execute(
-        update(ti)
-        .where(guard)
-        .values(
-            state=TaskState.FAILED.value,
-            failures=ti.c.failures + 1,
-            duration=outcome.duration,
-            last_error=outcome.error,
-            **released,
-        )
-        .returning(ti.c.failures)
+        _FAIL,
+        {
+            "b_ti_id": outcome.ti_id,
+            "b_fence": outcome.fence_token,
+            "b_owner": owner,
+            "b_now": now,
+            "b_duration": outcome.duration,
+            "b_error": outcome.error,
+        },
     ).scalar()
     if failures is None:
         return None
@@ -566,20 +616,73 @@ def _finish(
     return TaskState.UP_FOR_RETRY
 
 
-def _record_attempt(
-    conn: Connection, outcome: Outcome, result: AttemptOutcome, error: str | None, now: datetime
-) -> None:
-    values: dict[str, Any] = {"outcome": result.value, "error": error, "ended_at": now}
-    if outcome.log_path:
-        values["log_path"] = outcome.log_path
-    conn.execute(
-        update(task_attempt)
-        .where(
-            task_attempt.c.ti_id == outcome.ti_id,
-            task_attempt.c.fence_token == outcome.fence_token,
-        )
-        .values(**values)
+_HELD = and_(
+    ti.c.id == bindparam("b_ti_id"),
+    ti.c.fence_token == bindparam("b_fence"),
+    ti.c.lease_owner == bindparam("b_owner"),
+    ti.c.state == TaskState.RUNNING.value,
+)
+_RELEASED = {"lease_owner": None, "lease_until": None, "end_date": bindparam("b_now")}
+_SUCCEED = (
+    update(ti)
+    .where(_HELD)
+    .values(
+        state=TaskState.SUCCESS.value,
+        duration=bindparam("b_duration"),
+        return_value=bindparam("b_value"),
+        last_error=None,
+        **_RELEASED,
     )
+)
+_FAIL = (
+    update(ti)
+    .where(_HELD)
+    .values(
+        state=TaskState.FAILED.value,
+        failures=ti.c.failures + 1,
+        duration=bindparam("b_duration"),
+        last_error=bindparam("b_error"),
+        **_RELEASED,
+    )
+    .returning(ti.c.failures)
+)
+
+
+def _record_attempts(
+    conn: Connection, outcomes: list[Outcome], stale: set[int], now: datetime
+) -> None:
+    """Give every attempt its one outcome; a stale one keeps why it was discarded."""
+    if not outcomes:
+        return
+    conn.execute(
+        _END_ATTEMPT,
+        [
+            {
+                "b_ti_id": o.ti_id,
+                "b_fence": o.fence_token,
+                "b_outcome": (AttemptOutcome.STALE if o.ti_id in stale else o.outcome).value,
+                "b_error": _stale_reason(o) if o.ti_id in stale else o.error,
+                "b_now": now,
+                "b_log": o.log_path,
+            }
+            for o in outcomes
+        ],
+    )
+
+
+_END_ATTEMPT = (
+    update(task_attempt)
+    .where(
+        task_attempt.c.ti_id == bindparam("b_ti_id"),
+        task_attempt.c.fence_token == bindparam("b_fence"),
+    )
+    .values(
+        outcome=bindparam("b_outcome"),
+        error=bindparam("b_error"),
+        ended_at=bindparam("b_now"),
+        log_path=func.coalesce(bindparam("b_log"), task_attempt.c.log_path),
+    )
+)
 
 
 def release(
@@ -596,9 +699,7 @@ def release(
                 ti.c.lease_owner == owner,
                 ti.c.state == TaskState.RUNNING.value,
             )
-            .values(
-                state=TaskState.QUEUED.value, lease_owner=None, lease_until=None, queued_at=now
-            )
+            .values(state=TaskState.QUEUED.value, lease_owner=None, lease_until=None, queued_at=now)
         )
         if done.rowcount:
             count += 1
@@ -650,9 +751,9 @@ def reap_expired(
     Lost leases are infrastructure failures (a killed or paused worker), so they have their
     own budget and leave the task's ``retries`` for its own errors.
     """
-    pick = select(ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.lease_losses).where(
-        ti.c.state == TaskState.RUNNING.value, ti.c.lease_until < now
-    )
+    pick = select(
+        ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.lease_losses
+    ).where(ti.c.state == TaskState.RUNNING.value, ti.c.lease_until < now)
     if caps.skip_locked:
         pick = pick.with_for_update(skip_locked=True)
     reaped = []
