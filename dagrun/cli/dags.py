@@ -32,17 +32,21 @@ def list_dags(app: App, as_json: bool) -> None:
         echo_table(
             ["dag_id", "schedule", "timezone", "paused", "next run (local)", "file"],
             [
-                [r.dag_id, r.spec.schedule_text, r.spec.timezone, _yes(r.is_paused),
-                 _next_run_local(r), _short(r.fileloc, app.folder)]
+                [
+                    r.dag_id,
+                    r.spec.schedule_text,
+                    r.spec.timezone,
+                    _yes(r.is_paused),
+                    _next_run_local(r),
+                    _short(r.fileloc, app.folder),
+                ]
                 for r in rows
             ],
         )
     else:
         click.echo(f"no DAGs found in {app.folder}")
     if errors:
-        click.echo(
-            f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True
-        )
+        click.echo(f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True)
 
 
 def _dag_json(r: registry.DagRow) -> dict:
@@ -60,9 +64,15 @@ def _dag_json(r: registry.DagRow) -> dict:
 
 
 def _next_logical_date(r: registry.DagRow) -> datetime | None:
-    """The next logical date the scheduler will create (its cursor), or the first one."""
+    """The next logical date the scheduler will create: from its cursor (or start_date), but
+    with catchup=False the latest complete interval when intervals were missed."""
+    tt = r.spec.timetable
+    if not r.spec.catchup:
+        missed = tt.due_intervals(r.next_logical_date, datetime.now(UTC), catchup=False)
+        if missed:
+            return missed[0].start
     after = r.next_logical_date - timedelta(microseconds=1) if r.next_logical_date else None
-    first = r.spec.timetable.next_interval(after)
+    first = tt.next_interval(after)
     return first.start if first else None
 
 
@@ -135,8 +145,13 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
     echo_table(
         ["logical date (local)", "logical date (UTC)", "due (local)", "due (UTC)", "note"],
         [
-            [_local(o.interval.start, tt.tz), _utc(o.interval.start),
-             _local(o.interval.end, tt.tz), _utc(o.interval.end), o.dst_note or ""]
+            [
+                _local(o.interval.start, tt.tz),
+                _utc(o.interval.start),
+                _local(o.interval.end, tt.tz),
+                _utc(o.interval.end),
+                o.dst_note or "",
+            ]
             for o in occurrences
         ],
     )

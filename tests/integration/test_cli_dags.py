@@ -266,3 +266,27 @@ def test_every_dags_command_has_help(env):
         result = dagrun("dags", command, "--help", env=env)
         assert result.returncode == 0, command
         assert "Usage:" in result.stdout
+
+
+def test_next_run_follows_the_catchup_policy(cli_env, dags_dir):
+    """catchup=True starts from start_date; catchup=False from the latest complete interval."""
+    for dag_id, catchup in (("with_catchup", True), ("without_catchup", False)):
+        write_dag(
+            dags_dir,
+            f"{dag_id}.py",
+            f"""
+            from dagrun import DAG, BashTask
+
+            with DAG("{dag_id}", schedule="@daily", start_date="2020-01-01", catchup={catchup}):
+                BashTask("t", command="echo")
+            """,
+        )
+    before = datetime.now(UTC)
+    listed = {d["dag_id"]: d["next_logical_date"] for d in json_out("dags", "list", env=cli_env)}
+    after = datetime.now(UTC)
+    assert listed["with_catchup"] == "2020-01-01T00:00:00+00:00"
+    yesterday = {
+        (moment.replace(hour=0, minute=0, second=0, microsecond=0) - timedelta(days=1)).isoformat()
+        for moment in (before, after)
+    }
+    assert listed["without_catchup"] in yesterday
