@@ -183,7 +183,10 @@ def _make_engine(url: str) -> Engine:
         return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
     database = parsed.database
     if database and database != ":memory:":
-        Path(database).parent.mkdir(parents=True, exist_ok=True)
+        try:
+            Path(database).parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the SQLite folder for {database}: {exc}") from exc
     engine = create_engine(url, connect_args={"timeout": 60})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)

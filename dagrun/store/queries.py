@@ -162,8 +162,14 @@ class DeadLetter:
 def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter]:
     """Task instances that failed for good, with their last error (newest date last)."""
     stmt = (
-        select(ti.c.dag_id, ti.c.task_id, dag_run.c.run_id, dag_run.c.logical_date,
-               ti.c.try_number, ti.c.last_error)
+        select(
+            ti.c.dag_id,
+            ti.c.task_id,
+            dag_run.c.run_id,
+            dag_run.c.logical_date,
+            ti.c.try_number,
+            ti.c.last_error,
+        )
         .join(dag_run, dag_run.c.id == ti.c.run_pk)
         .where(ti.c.state == TaskState.FAILED.value)
         .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.id)

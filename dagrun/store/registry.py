@@ -51,7 +51,11 @@ def known_files(conn: Connection) -> dict[str, KnownFile]:
     rows = conn.execute(select(dag_file)).mappings()
     return {
         r["path"]: KnownFile(
-            r["path"], r["content_hash"], tuple(json.loads(r["dag_ids"])), r["error"], r["error_line"]
+            r["path"],
+            r["content_hash"],
+            tuple(json.loads(r["dag_ids"])),
+            r["error"],
+            r["error_line"],
         )
         for r in rows
     }
@@ -112,7 +116,9 @@ def deactivate_missing(conn: Connection, active_ids: set[str]) -> None:
 
 def set_paused(conn: Connection, dag_id: str, paused: bool) -> None:
     result = conn.execute(
-        update(dag).where(dag.c.dag_id == dag_id, dag.c.is_active.is_(True)).values(is_paused=paused)
+        update(dag)
+        .where(dag.c.dag_id == dag_id, dag.c.is_active.is_(True))
+        .values(is_paused=paused)
     )
     if result.rowcount == 0:
         raise DagNotFound(dag_id)
@@ -150,9 +156,7 @@ def import_errors(conn: Connection) -> list[KnownFile]:
     rows = conn.execute(
         select(dag_file).where(dag_file.c.error.is_not(None)).order_by(dag_file.c.path)
     ).mappings()
-    return [
-        KnownFile(r["path"], r["content_hash"], (), r["error"], r["error_line"]) for r in rows
-    ]
+    return [KnownFile(r["path"], r["content_hash"], (), r["error"], r["error_line"]) for r in rows]
 
 
 def load_spec(conn: Connection, dag_id: str) -> DagSpec:

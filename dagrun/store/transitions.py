@@ -90,8 +90,8 @@ def create_runs(
     ]
     if not rows:
         return 0
-    stmt = dialect_insert(conn, dag_run).on_conflict_do_nothing()
-    return conn.execute(stmt, rows).rowcount
+    stmt = dialect_insert(conn, dag_run).on_conflict_do_nothing().returning(dag_run.c.id)
+    return len(conn.execute(stmt, rows).all())
 
 
 def create_manual_run(
@@ -399,6 +399,8 @@ def _claim_from(row: Any, run: Any) -> Claim:
 
 
 def _claim_statement(skip_locked: bool):
+    """UPDATE ... FROM a CTE that picks the rows, so the LIMIT holds: PostgreSQL may re-run an
+    ``IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` subquery and claim more than n rows."""
     pick = (
         select(ti.c.id)
         .where(ti.c.state == TaskState.QUEUED.value)
@@ -407,9 +409,10 @@ def _claim_statement(skip_locked: bool):
     )
     if skip_locked:
         pick = pick.with_for_update(skip_locked=True)
+    picked = pick.cte("picked")
     return (
         update(ti)
-        .where(ti.c.id.in_(pick.scalar_subquery()), ti.c.state == TaskState.QUEUED.value)
+        .where(ti.c.id == picked.c.id, ti.c.state == TaskState.QUEUED.value)
         .values(
             state=TaskState.RUNNING.value,
             try_number=ti.c.try_number + 1,
