@@ -290,3 +290,24 @@ def test_next_run_follows_the_catchup_policy(cli_env, dags_dir):
         for moment in (before, after)
     }
     assert listed["without_catchup"] in yesterday
+
+
+def test_output_of_dag_files_at_import_does_not_reach_the_cli_output(cli_env, dags_dir):
+    write_dag(
+        dags_dir,
+        "noisy.py",
+        """
+        import sys
+        from dagrun import DAG, BashTask
+
+        print("hello from import")
+        print("to stderr", file=sys.stderr)
+        with DAG("noisy"):
+            BashTask("t", command="echo")
+        """,
+    )
+    result = dagrun("dags", "list", "--json", env=cli_env)
+    assert result.returncode == 0, result.stderr
+    assert [d["dag_id"] for d in json.loads(result.stdout)] == ["noisy"]
+    assert "hello" not in result.stdout
+    assert "to stderr" not in result.stderr
