@@ -76,7 +76,9 @@ def make_plan(store: Store, spec: DagSpec, start: datetime, end: datetime, mode:
     for interval in intervals:
         run = existing.get(interval.start)
         action = _action(run.state if run else None, mode)
-        entries.append(PlanEntry(interval, action, run.id if run else None, run.state if run else None))
+        entries.append(
+            PlanEntry(interval, action, run.id if run else None, run.state if run else None)
+        )
     return Plan(spec, start, end, entries)
 
 
@@ -126,7 +128,12 @@ def prepare(store: Store, plan: Plan) -> list[int]:
         }
         transitions.clear_runs(conn, spec, {**resets, **reruns}, now)
         store.audit(
-            conn, "backfill", spec.dag_id, start=plan.start, end=plan.end, runs=len(run_pks),
+            conn,
+            "backfill",
+            spec.dag_id,
+            start=plan.start,
+            end=plan.end,
+            runs=len(run_pks),
             actions={a.value: n for a, n in plan.counts().items()},
         )
     return run_pks

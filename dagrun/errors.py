@@ -64,7 +64,9 @@ class TaskNotFound(UsageError, LookupError):
     """The DAG has no task with this id."""
 
     def __init__(self, dag_id: str, task_id: str):
-        super().__init__(f"DAG '{dag_id}' has no task '{task_id}' (see `dagrun dags show {dag_id}`)")
+        super().__init__(
+            f"DAG '{dag_id}' has no task '{task_id}' (see `dagrun dags show {dag_id}`)"
+        )
         self.dag_id = dag_id
         self.task_id = task_id
 

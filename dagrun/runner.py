@@ -117,8 +117,9 @@ def execute(
             result = _run_logged(request, context, cache, on_process_group)
     finally:
         set_current(None)
-    return AttemptResult(result.outcome, result.error, result.return_value,
-                         time.monotonic() - started)
+    return AttemptResult(
+        result.outcome, result.error, result.return_value, time.monotonic() - started
+    )
 
 
 def _run_logged(
@@ -128,8 +129,14 @@ def _run_logged(
     on_process_group: Callable[[int], None] | None,
 ) -> AttemptResult:
     log = logging.getLogger("dagrun.task")
-    log.info("attempt %s of %s.%s for %s (fence %s)", request.try_number, request.dag_id,
-             request.task_id, context.logical_date.isoformat(), request.fence_token)
+    log.info(
+        "attempt %s of %s.%s for %s (fence %s)",
+        request.try_number,
+        request.dag_id,
+        request.task_id,
+        context.logical_date.isoformat(),
+        request.fence_token,
+    )
     try:
         task = cache.task(request.fileloc, request.dag_id, request.task_id)
         if isinstance(task, BashTask):

@@ -151,6 +151,7 @@ def sweep(
         )
     for r in reaped:
         verdict = "failed (lease-loss budget spent)" if r.failed else "queued again"
-        log.warning("%s.%s: lease expired (fence %s); %s", r.dag_id, r.task_id, r.fence_token,
-                    verdict)
+        log.warning(
+            "%s.%s: lease expired (fence %s); %s", r.dag_id, r.task_id, r.fence_token, verdict
+        )
     return requeued, len(reaped)

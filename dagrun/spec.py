@@ -102,7 +102,9 @@ class DagSpec:
     def from_json(cls, text: str) -> DagSpec:
         data = json.loads(text)
         tasks = tuple(
-            TaskSpec(**{**t, "upstream": tuple(t["upstream"]), "data_inputs": tuple(t["data_inputs"])})
+            TaskSpec(
+                **{**t, "upstream": tuple(t["upstream"]), "data_inputs": tuple(t["data_inputs"])}
+            )
             for t in data.pop("tasks")
         )
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})

@@ -43,8 +43,10 @@ def evaluate(
         if current.get(task.task_id) != TaskState.NONE:
             continue
         verdict = _verdict(task, [current[u] for u in task.upstream if u in current])
-        if verdict == TaskState.QUEUED and task.depends_on_past and not (past_ok or {}).get(
-            task.task_id, True
+        if (
+            verdict == TaskState.QUEUED
+            and task.depends_on_past
+            and not (past_ok or {}).get(task.task_id, True)
         ):
             continue
         if verdict is not None:

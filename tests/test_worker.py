@@ -21,7 +21,10 @@ def attempts_of(store, task_id: str) -> list[dict]:
 
 
 def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
-    write_dag(dags_dir, "flaky.py", f"""
+    write_dag(
+        dags_dir,
+        "flaky.py",
+        f"""
         from dagrun import DAG, task
 
         with DAG("flaky", schedule=None, default_args={{"retry_delay": 0.01}}):
@@ -36,7 +39,8 @@ def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
                 open({str(tmp_path / "after.txt")!r}, "w").write(str(value))
 
             after(flaky())
-        """)
+        """,
+    )
     run, tasks = run_once(store, dags_dir, "flaky")
     assert run.state == "success"
     assert tasks["flaky"].try_number == 3
@@ -47,7 +51,10 @@ def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
 
 
 def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir):
-    write_dag(dags_dir, "bad.py", """
+    write_dag(
+        dags_dir,
+        "bad.py",
+        """
         from dagrun import DAG, task, NonRetryableError
 
         with DAG("bad", schedule=None):
@@ -64,7 +71,8 @@ def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir)
                 return "cleaned"
 
             reject() >> downstream() >> cleanup()
-        """)
+        """,
+    )
     run, tasks = run_once(store, dags_dir, "bad")
     assert run.state == "failed"
     assert tasks["reject"].state == "failed" and tasks["reject"].try_number == 1
@@ -77,7 +85,10 @@ def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir)
 
 
 def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
-    write_dag(dags_dir, "always.py", """
+    write_dag(
+        dags_dir,
+        "always.py",
+        """
         from dagrun import DAG, task
 
         with DAG("always", schedule=None):
@@ -86,7 +97,8 @@ def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
                 raise ValueError(f"bad row in try {try_number}")
 
             boom()
-        """)
+        """,
+    )
     run, tasks = run_once(store, dags_dir, "always")
     assert run.state == "failed"
     assert tasks["boom"].try_number == 3
@@ -97,7 +109,10 @@ def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
 
 def test_bash_templates_environment_and_context(store, dags_dir, tmp_path):
     out = tmp_path / "out"
-    write_dag(dags_dir, "bash.py", f"""
+    write_dag(
+        dags_dir,
+        "bash.py",
+        f"""
         from dagrun import DAG, BashTask, task
 
         with DAG("bash", schedule="@daily", start_date="2026-01-05", timezone="Asia/Dhaka"):
@@ -111,7 +126,8 @@ def test_bash_templates_environment_and_context(store, dags_dir, tmp_path):
                     f"{{ctx.fence_token}}")
 
             ctx_task()
-        """)
+        """,
+    )
     out.mkdir()
     run, _ = run_once(store, dags_dir, "bash")
     assert run.state == "success"
@@ -124,7 +140,10 @@ def test_bash_templates_environment_and_context(store, dags_dir, tmp_path):
 
 
 def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
-    write_dag(dags_dir, "logs.py", """
+    write_dag(
+        dags_dir,
+        "logs.py",
+        """
         import logging
         from dagrun import DAG, task
 
@@ -137,7 +156,8 @@ def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
                     raise RuntimeError("first try fails")
 
             chatty()
-        """)
+        """,
+    )
     run, _ = run_once(store, dags_dir, "logs", log_dir=tmp_path / "logs")
     assert run.state == "success"
     paths = [a["log_path"] for a in attempts_of(store, "chatty")]

@@ -39,15 +39,32 @@ def _spec(app: App, dag_id: str) -> DagSpec:
 @click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
 @click.option("--rerun-failed", is_flag=True, help="Rerun failed and upstream-failed tasks.")
 @click.option("--reset", is_flag=True, help="Rerun every task of every date.")
-@click.option("--max-active-runs", type=click.IntRange(1), default=None,
-              help="Runs at once (default: the DAG's max_active_runs).")
-@click.option("--workers", type=click.IntRange(1), default=None,
-              help="Worker child processes (default: number of cores).")
+@click.option(
+    "--max-active-runs",
+    type=click.IntRange(1),
+    default=None,
+    help="Runs at once (default: the DAG's max_active_runs).",
+)
+@click.option(
+    "--workers",
+    type=click.IntRange(1),
+    default=None,
+    help="Worker child processes (default: number of cores).",
+)
 @click.option("--reverse", is_flag=True, help="Run the newest dates first.")
 @pass_app
-def backfill(app: App, dag_id: str, start: str, end: str, dry_run: bool, rerun_failed: bool,
-             reset: bool, max_active_runs: int | None, workers: int | None,
-             reverse: bool) -> None:
+def backfill(
+    app: App,
+    dag_id: str,
+    start: str,
+    end: str,
+    dry_run: bool,
+    rerun_failed: bool,
+    reset: bool,
+    max_active_runs: int | None,
+    workers: int | None,
+    reverse: bool,
+) -> None:
     """Create and run every scheduled run of DAG with logical date in [start, end]."""
     if rerun_failed and reset:
         raise UsageError("--rerun-failed and --reset exclude each other")
@@ -70,8 +87,15 @@ def backfill(app: App, dag_id: str, start: str, end: str, dry_run: bool, rerun_f
         raise click.exceptions.Exit(1 if kept_failed else 0)
     progress = Progress(len(todo))
     run_pks = prepare(app.store, plan)
-    job = RunDriver(app.store, spec, run_pks, max_active_runs=max_active_runs, workers=workers,
-                    reverse=reverse, progress=progress)
+    job = RunDriver(
+        app.store,
+        spec,
+        run_pks,
+        max_active_runs=max_active_runs,
+        workers=workers,
+        reverse=reverse,
+        progress=progress,
+    )
     with stop_signals(job.stop):
         result = job.run()
     progress.close()
@@ -85,9 +109,11 @@ def backfill(app: App, dag_id: str, start: str, end: str, dry_run: bool, rerun_f
     if result.interrupted:
         click.echo("interrupted: run the same command again to resume", err=True)
     elif runs.get("failed"):
-        click.echo(f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with "
-                   f"`dagrun backfill {dag_id} --start {start} --end {end} --rerun-failed`",
-                   err=True)
+        click.echo(
+            f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with "
+            f"`dagrun backfill {dag_id} --start {start} --end {end} --rerun-failed`",
+            err=True,
+        )
     if result.failed or kept_failed:
         raise click.exceptions.Exit(1)
 
@@ -97,13 +123,18 @@ def _print_plan(plan) -> None:
     echo_table(
         ["logical date (local)", "logical date (UTC)", "current state", "action"],
         [
-            [e.interval.start.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"),
-             e.interval.start.strftime("%Y-%m-%d %H:%MZ"), e.state or "-", e.action.value]
+            [
+                e.interval.start.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"),
+                e.interval.start.strftime("%Y-%m-%d %H:%MZ"),
+                e.state or "-",
+                e.action.value,
+            ]
             for e in plan.entries
         ],
     )
-    click.echo(f"dry run: {len(plan.to_run)} of {len(plan.entries)} date(s) would run; "
-               "nothing was changed")
+    click.echo(
+        f"dry run: {len(plan.to_run)} of {len(plan.entries)} date(s) would run; nothing was changed"
+    )
 
 
 @click.command("run")
@@ -112,8 +143,7 @@ def _print_plan(plan) -> None:
 @click.option("--run-id", default=None, help="Idempotency key: an existing key runs nothing.")
 @click.option("--workers", type=click.IntRange(1), default=None)
 @pass_app
-def run(app: App, dag_id: str, date_: str | None, run_id: str | None,
-        workers: int | None) -> None:
+def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: int | None) -> None:
     """Trigger one run of DAG and execute it to completion."""
     spec = _spec(app, dag_id)
     interval = _manual_interval(spec, date_)
@@ -161,8 +191,10 @@ def _print_run(app: App, run_row: queries.RunRow) -> None:
     click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
     echo_table(
         ["task_id", "state", "try", "duration", "error"],
-        [[t.task_id, t.state, t.try_number, fmt_seconds(t.duration), t.last_error or ""]
-         for t in tasks],
+        [
+            [t.task_id, t.state, t.try_number, fmt_seconds(t.duration), t.last_error or ""]
+            for t in tasks
+        ],
     )
 
 
@@ -187,8 +219,16 @@ def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
     tz = spec.timetable.tz
     echo_table(
         ["run_id", "logical date (local)", "type", "state", "duration"],
-        [[r.run_id, r.logical_date.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"), r.run_type,
-          r.state, fmt_seconds(r.duration)] for r in rows],
+        [
+            [
+                r.run_id,
+                r.logical_date.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"),
+                r.run_type,
+                r.state,
+                fmt_seconds(r.duration),
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -212,20 +252,34 @@ def _run_json(r: queries.RunRow) -> dict:
 @click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
 @click.option("--json", "as_json", is_flag=True)
 @pass_app
-def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None,
-              as_json: bool) -> None:
+def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_json: bool) -> None:
     """One run and its task instances."""
     spec = _spec(app, dag_id)
     if bool(run_id) == bool(date_):
         raise UsageError("give either RUN_ID or --date")
     with app.store.read() as conn:
-        row = (queries.run_by_id(conn, dag_id, run_id) if run_id
-               else queries.run_by_date(conn, dag_id, resolve_date(spec, date_)))
+        row = (
+            queries.run_by_id(conn, dag_id, run_id)
+            if run_id
+            else queries.run_by_date(conn, dag_id, resolve_date(spec, date_))
+        )
         tasks = queries.task_instances(conn, [row.id])
     if as_json:
-        echo_json({**_run_json(row), "tasks": [
-            {"task_id": t.task_id, "state": t.state, "try_number": t.try_number,
-             "duration": t.duration, "error": t.last_error} for t in tasks]})
+        echo_json(
+            {
+                **_run_json(row),
+                "tasks": [
+                    {
+                        "task_id": t.task_id,
+                        "state": t.state,
+                        "try_number": t.try_number,
+                        "duration": t.duration,
+                        "error": t.last_error,
+                    }
+                    for t in tasks
+                ],
+            }
+        )
         return
     _print_run(app, row)
 
@@ -239,8 +293,16 @@ def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None,
 @click.option("--failed-only", is_flag=True, help="Only failed and upstream-failed tasks.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
-def clear(app: App, dag_id: str, start: str, end: str, pattern: str | None, downstream: bool,
-          failed_only: bool, yes: bool) -> None:
+def clear(
+    app: App,
+    dag_id: str,
+    start: str,
+    end: str,
+    pattern: str | None,
+    downstream: bool,
+    failed_only: bool,
+    yes: bool,
+) -> None:
     """Reset task instances so they run again."""
     spec = _spec(app, dag_id)
     first, last = parse_cli_range(start, end, spec.timetable.tz)
@@ -258,16 +320,28 @@ def clear(app: App, dag_id: str, start: str, end: str, pattern: str | None, down
         return
     count = sum(len(v) for v in selection.values())
     if not yes:
-        click.confirm(f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}?",
-                      abort=True)
+        click.confirm(
+            f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}?", abort=True
+        )
     with app.store.write() as conn:
         now = app.store.now(conn)
         transitions.lock_dag(conn, app.store.caps, dag_id, skip_locked=False)
         transitions.clear_runs(conn, spec, selection, now)
-        app.store.audit(conn, "clear", dag_id, start=first, end=last, pattern=pattern,
-                        downstream=downstream, failed_only=failed_only, tasks=count)
-    click.echo(f"cleared {count} task instance(s) in {len(selection)} run(s); the scheduler "
-               "(or `dagrun backfill`) will run them again")
+        app.store.audit(
+            conn,
+            "clear",
+            dag_id,
+            start=first,
+            end=last,
+            pattern=pattern,
+            downstream=downstream,
+            failed_only=failed_only,
+            tasks=count,
+        )
+    click.echo(
+        f"cleared {count} task instance(s) in {len(selection)} run(s); the scheduler "
+        "(or `dagrun backfill`) will run them again"
+    )
 
 
 def _matching_tasks(spec: DagSpec, pattern: str | None, downstream: bool) -> set[str]:

@@ -77,8 +77,11 @@ def test_dag(app: App, dag_id: str, date: str) -> None:
             ok = result.outcome == AttemptOutcome.SUCCESS
             states[task_id] = TaskState.SUCCESS if ok else TaskState.FAILED
             values[task_id] = _decode(result.return_value)
-            click.echo(f"--- {task_id}: {result.outcome.value} in {result.duration:.2f}s"
-                       + ("" if ok else f": {result.error}"), err=True)
+            click.echo(
+                f"--- {task_id}: {result.outcome.value} in {result.duration:.2f}s"
+                + ("" if ok else f": {result.error}"),
+                err=True,
+            )
     echo_table(["task_id", "state"], [[t, s.value] for t, s in states.items()])
     if any(s != TaskState.SUCCESS and s != TaskState.SKIPPED for s in states.values()):
         raise click.exceptions.Exit(1)
@@ -109,8 +112,11 @@ def test_task(app: App, dag_id: str, task_id: str, date: str) -> None:
     _check_importable(spec)
     inputs = dict.fromkeys(spec.task_map[task_id].data_inputs)
     result = execute(_request(spec, task_id, interval, inputs), DagCache())
-    click.echo(f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
-               + (f": {result.error}" if result.error else ""), err=True)
+    click.echo(
+        f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
+        + (f": {result.error}" if result.error else ""),
+        err=True,
+    )
     if result.return_value is not None:
         click.echo(f"returned {result.return_value}")
     if result.outcome != AttemptOutcome.SUCCESS:
@@ -128,24 +134,49 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
     with app.store.read() as conn:
         rows = queries.dead_letters(conn, dag_id)
     if as_json:
-        echo_json([{"dag_id": r.dag_id, "task_id": r.task_id, "run_id": r.run_id,
-                    "logical_date": iso(r.logical_date), "try_number": r.try_number,
-                    "error": r.error} for r in rows])
+        echo_json(
+            [
+                {
+                    "dag_id": r.dag_id,
+                    "task_id": r.task_id,
+                    "run_id": r.run_id,
+                    "logical_date": iso(r.logical_date),
+                    "try_number": r.try_number,
+                    "error": r.error,
+                }
+                for r in rows
+            ]
+        )
         return
     if not rows:
         click.echo("no failed tasks")
         return
-    echo_table(["dag_id", "task_id", "logical date (UTC)", "tries", "last error"],
-               [[r.dag_id, r.task_id, r.logical_date.strftime("%Y-%m-%d %H:%MZ"),
-                 r.try_number, r.error or ""] for r in rows])
+    echo_table(
+        ["dag_id", "task_id", "logical date (UTC)", "tries", "last error"],
+        [
+            [
+                r.dag_id,
+                r.task_id,
+                r.logical_date.strftime("%Y-%m-%d %H:%MZ"),
+                r.try_number,
+                r.error or "",
+            ]
+            for r in rows
+        ],
+    )
 
 
 @click.command("logs")
 @click.argument("dag_id")
 @click.argument("task_id")
 @click.argument("date")
-@click.option("--try", "try_number", type=click.IntRange(1), default=None,
-              help="Attempt number (default: the latest).")
+@click.option(
+    "--try",
+    "try_number",
+    type=click.IntRange(1),
+    default=None,
+    help="Attempt number (default: the latest).",
+)
 @pass_app
 def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None) -> None:
     """Print an attempt's log."""
@@ -161,8 +192,11 @@ def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None)
         tries = ", ".join(str(a.try_number) for a in attempts)
         raise UsageError(f"no try {try_number} of {task_id} (tries: {tries})")
     attempt = chosen[-1]
-    click.echo(f"# try {attempt.try_number} on {attempt.worker}: {attempt.outcome or 'running'}"
-               + (f" ({attempt.error})" if attempt.error else ""), err=True)
+    click.echo(
+        f"# try {attempt.try_number} on {attempt.worker}: {attempt.outcome or 'running'}"
+        + (f" ({attempt.error})" if attempt.error else ""),
+        err=True,
+    )
     path = Path(attempt.log_path) if attempt.log_path else None
     if path is None or not path.exists():
         raise UsageError(f"the log of try {attempt.try_number} is not on this host ({path})")

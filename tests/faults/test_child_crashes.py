@@ -15,7 +15,10 @@ pytestmark = pytest.mark.slow
 
 
 def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_dir, tmp_path):
-    write_dag(dags_dir, "crashy.py", f"""
+    write_dag(
+        dags_dir,
+        "crashy.py",
+        f"""
         import ctypes, os, time
         from dagrun import DAG, BashTask, task
 
@@ -41,7 +44,8 @@ def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_di
             exits(); segfaults(); hangs()
             for n in range(6):
                 fine(n)
-        """)
+        """,
+    )
     run, tasks = run_once(sqlite_store, dags_dir, "crashy", workers=2)
     assert run.state == "failed"
     errors = {t: tasks[t].last_error for t in ("exits", "segfaults", "hangs", "hangs_bash")}
@@ -53,21 +57,23 @@ def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_di
     assert len(fine) == 6 and all(tasks[t].state == "success" for t in fine)
     assert sorted(p.name for p in tmp_path.glob("fine-*")) == [f"fine-{n}" for n in range(6)]
     with sqlite_store.read() as conn:
-        outcomes = dict(
-            conn.execute(select(task_attempt.c.task_id, task_attempt.c.outcome)).all()
-        )
+        outcomes = dict(conn.execute(select(task_attempt.c.task_id, task_attempt.c.outcome)).all())
     assert outcomes["exits"] == "crashed" and outcomes["segfaults"] == "crashed"
     assert outcomes["hangs"] == "timed_out" and outcomes["hangs_bash"] == "timed_out"
 
 
 def test_timed_out_bash_leaves_no_process_behind(sqlite_store, dags_dir, tmp_path):
     marker = tmp_path / "marker"
-    write_dag(dags_dir, "bashy.py", f"""
+    write_dag(
+        dags_dir,
+        "bashy.py",
+        f"""
         from dagrun import DAG, BashTask
 
         with DAG("bashy", schedule=None):
             BashTask("slow", command="sleep 3 && touch {marker}", execution_timeout=1)
-        """)
+        """,
+    )
     _run, tasks = run_once(sqlite_store, dags_dir, "bashy", workers=1)
     assert tasks["slow"].state == "failed"
     assert not processes_mentioning(str(marker)), "the shell outlived its killed attempt"

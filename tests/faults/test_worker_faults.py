@@ -138,8 +138,9 @@ def test_sigterm_past_grace_releases_the_task_at_once(sqlite_url, dags_dir, tmp_
     write_dag(dags_dir, "slow.py", SLOW_DAG.format(seconds=60))
     queue_run(store, dags_dir, "slow")
     env = worker_env(sqlite_url, tmp_path, lease=30)
-    worker = start_cli("worker", "-c", "1", "--grace", "0.5", "--poll", "0.2", env=env,
-                       log=tmp_path / "w.log")
+    worker = start_cli(
+        "worker", "-c", "1", "--grace", "0.5", "--poll", "0.2", env=env, log=tmp_path / "w.log"
+    )
     try:
         wait_until(lambda: running_on(store, worker), 30, what="the claim")
         worker.send_signal(signal.SIGTERM)
