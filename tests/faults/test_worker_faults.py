@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import signal
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -90,7 +91,11 @@ def test_paused_worker_completion_is_rejected_as_stale(db_url, dags_dir, tmp_pat
     other = None
     try:
         claimed = wait_until(lambda: running_on(store, paused), 30, what="worker A to claim")
-        os.kill(paused.pid, signal.SIGSTOP)
+        wait_until(
+            lambda: pause_outside_a_transaction(store, paused.pid),
+            30,
+            what="worker A paused while its task runs",
+        )
         other = start_cli("worker", "-c", "1", "--poll", "0.2", env=env, log=tmp_path / "b.log")
         wait_until(lambda: ti_row(store)["state"] == "success", 60, what="worker B to finish")
         os.kill(paused.pid, signal.SIGCONT)
@@ -151,3 +156,25 @@ def test_sigterm_past_grace_releases_the_task_at_once(sqlite_url, dags_dir, tmp_
     finally:
         stop_process(worker)
         store.dispose()
+
+
+def pause_outside_a_transaction(store: Store, pid: int) -> bool:
+    """SIGSTOP ``pid``; True if the database still takes writes, else resume it and say False.
+
+    The scenario is a worker paused while its task runs. On SQLite a process paused inside
+    its own (millisecond-long) write transaction would hold the single write lock and block
+    every writer: a limit of SQLite, not of leases, so the test pauses between transactions.
+    """
+    os.kill(pid, signal.SIGSTOP)
+    if store.dialect != "sqlite":
+        return True
+    probe = sqlite3.connect(store.engine.url.database, timeout=0.2)
+    try:
+        probe.execute("BEGIN IMMEDIATE")
+        probe.execute("ROLLBACK")
+        return True
+    except sqlite3.OperationalError:
+        os.kill(pid, signal.SIGCONT)
+        return False
+    finally:
+        probe.close()
