@@ -847,3 +847,14 @@ def test_empty_store_shows_a_hint(sqlite_store, tmp_path):
     page = call(app, "/").text
     assert "No DAGs in the store yet" in page
     assert call(app, "/api/dags").json() == {"dags": [], "import_errors": 0}
+
+
+def test_the_grid_benchmark_runs_and_writes_its_json(tmp_path):
+    from bench import web_grid
+
+    out = tmp_path / "web_grid.json"
+    document = web_grid.main(["--tiny", "--runs", "120", "--repeat", "1", "--out", str(out)])
+    assert json.loads(out.read_text()) == document
+    assert document["cells_per_page"] == 50 * 30
+    assert document["selects_per_grid_request"] <= 6
+    assert all(r["median_ms"] > 0 for r in document["results"].values())
