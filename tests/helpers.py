@@ -11,8 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05,
-               what: str = "condition") -> object:
+def wait_until(
+    predicate: Callable[[], object],
+    timeout: float = 30.0,
+    interval: float = 0.05,
+    what: str = "condition",
+) -> object:
     """Poll ``predicate`` until it returns something truthy; fail the test past ``timeout``."""
     deadline = time.monotonic() + timeout
     while True:
@@ -36,17 +40,34 @@ def dagrun_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "dagrun", *args]
 
 
-def run_cli(*args: str, env: dict[str, str], cwd: Path | None = None, timeout: float = 120,
-            input: str | None = None) -> subprocess.CompletedProcess:
+def run_cli(
+    *args: str,
+    env: dict[str, str],
+    cwd: Path | None = None,
+    timeout: float = 120,
+    input: str | None = None,
+) -> subprocess.CompletedProcess:
     """Run ``dagrun ARGS`` as a user would, in a subprocess; returns the completed process."""
     return subprocess.run(
-        dagrun_cmd(*args), env={**os.environ, **env}, cwd=cwd, capture_output=True, text=True,
-        timeout=timeout, input=input,
+        dagrun_cmd(*args),
+        env={**os.environ, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        input=input,
     )
 
 
-def run_once(store, dags_dir: Path, dag_id: str, *, workers: int = 2, log_dir: Path | None = None,
-             run_id: str = "test-run"):
+def run_once(
+    store,
+    dags_dir: Path,
+    dag_id: str,
+    *,
+    workers: int = 2,
+    log_dir: Path | None = None,
+    run_id: str = "test-run",
+):
     """Sync the dags folder and execute one manual run of ``dag_id`` in-process to its end.
 
     Returns (run row, {task_id: task row}). Attempts still run in real child processes.
@@ -93,7 +114,10 @@ def start_cli(*args: str, env: dict[str, str], log: Path) -> subprocess.Popen:
     """Start ``dagrun ARGS`` in the background (own session), output to ``log``."""
     handle = open(log, "ab")  # noqa: SIM115 - the child keeps it
     return subprocess.Popen(
-        dagrun_cmd(*args), env={**os.environ, **env}, stdout=handle, stderr=handle,
+        dagrun_cmd(*args),
+        env={**os.environ, **env},
+        stdout=handle,
+        stderr=handle,
         start_new_session=True,
     )
 

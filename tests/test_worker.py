@@ -3,6 +3,8 @@ letters, trigger rules, TaskFlow values, templates, context, logs."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from sqlalchemy import select
 
 from dagrun.store import queries
@@ -162,6 +164,6 @@ def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
     assert run.state == "success"
     paths = [a["log_path"] for a in attempts_of(store, "chatty")]
     assert len(paths) == 2 and paths[0] != paths[1]
-    first, second = (open(p).read() for p in paths)
+    first, second = (Path(p).read_text() for p in paths)
     assert "stdout line 1" in first and "logged line 1" in first and "RuntimeError" in first
     assert "stdout line 2" in second and "first try fails" not in second
