@@ -14,8 +14,11 @@ from dagrun.states import FINISHED_TASK_STATES, RunState
 
 
 class Progress:
-    def __init__(self, total_runs: int, stream: TextIO | None = None, every: float = 5.0):
+    def __init__(
+        self, total_runs: int, total_tasks: int, stream: TextIO | None = None, every: float = 5.0
+    ):
         self.total = total_runs
+        self.total_tasks = total_tasks
         self.stream = stream or sys.stderr
         self.tty = self.stream.isatty()
         self.every = every
@@ -38,7 +41,7 @@ class Progress:
         runs, tasks = summary.runs, summary.tasks
         ok, failed = runs.get(RunState.SUCCESS, 0), runs.get(RunState.FAILED, 0)
         done_tasks = sum(n for s, n in tasks.items() if s in FINISHED_TASK_STATES)
-        total_tasks = sum(tasks.values())
+        total_tasks = max(self.total_tasks, sum(tasks.values()))
         width = 24
         filled = int(width * (ok + failed) / self.total) if self.total else width
         rate = done_tasks / elapsed if elapsed > 0 else 0.0

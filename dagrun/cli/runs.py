@@ -85,7 +85,7 @@ def backfill(
     kept_failed = counts.get(Action.KEEP_FAILED, 0)
     if not todo:
         raise click.exceptions.Exit(1 if kept_failed else 0)
-    progress = Progress(len(todo))
+    progress = Progress(len(todo), len(todo) * len(spec.tasks))
     run_pks = prepare(app.store, plan)
     job = RunDriver(
         app.store,
