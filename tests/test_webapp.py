@@ -638,6 +638,30 @@ def test_the_grid_costs_the_same_few_queries_for_3_runs_or_30(sqlite_store, tmp_
     assert counts[3] == counts[30] <= 6, counts
 
 
+def test_every_grid_query_searches_an_index(sqlite_store, tmp_path):
+    """On SQLite each statement behind a grid page is an index SEARCH, never a table SCAN."""
+    world = build_world(sqlite_store, tmp_path, days=5)
+    seen: list[tuple[str, tuple]] = []
+
+    def record(_conn, _cursor, statement, parameters, *_rest) -> None:
+        seen.append((statement, parameters))
+
+    event.listen(sqlite_store.engine, "before_cursor_execute", record)
+    try:
+        assert call(world.app, "/dags/shop/grid?runs=2&before=2026-01-04T05:00:00Z").status == 200
+    finally:
+        event.remove(sqlite_store.engine, "before_cursor_execute", record)
+    selects = [(s, p) for s, p in seen if s.lstrip().upper().startswith("SELECT")]
+    assert len(selects) >= 4
+    with sqlite_store.engine.connect() as conn:
+        for statement, parameters in selects:
+            plan = [
+                row[-1]
+                for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
+            ]
+            assert all(step.startswith("SEARCH") for step in plan), (statement, plan)
+
+
 # ---------------------------------------------------------------- safety
 
 
