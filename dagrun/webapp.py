@@ -319,6 +319,25 @@ def task_lines(
     return lines
 
 
+@dataclass(frozen=True)
+class GridView:
+    """Everything the grid page and ``/api/dags/<id>/grid`` show, read in one transaction."""
+
+    dag: DagInfo
+    page: GridPage
+    columns: list[GridColumn]
+    rows: list[GridRow]
+    paging: Paging
+    active: bool
+
+
+@dataclass(frozen=True)
+class RunView:
+    dag: DagInfo
+    run: RunRow
+    lines: list[TaskLine]
+
+
 # ---------------------------------------------------------------- JSON shapes
 
 
@@ -383,12 +402,12 @@ def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
     }
 
 
-def grid_json(info: DagInfo, page: GridPage, rows: list[GridRow], paging: Paging) -> dict:
-    tz = info.spec.timetable.tz
+def grid_json(grid: GridView) -> dict[str, Any]:
+    tz = grid.dag.spec.timetable.tz
     return {
-        "dag_id": info.dag_id,
-        "timezone": info.spec.timezone,
-        "runs": [run_json(r, tz) for r in page.runs],
+        "dag_id": grid.dag.dag_id,
+        "timezone": grid.dag.spec.timezone,
+        "runs": [run_json(c.run, tz) for c in grid.columns],
         "tasks": [
             {
                 "task_id": row.task_id,
@@ -404,19 +423,15 @@ def grid_json(info: DagInfo, page: GridPage, rows: list[GridRow], paging: Paging
                     for c in row.cells
                 ],
             }
-            for row in rows
+            for row in grid.rows
         ],
-        "page": _page_json(page, paging),
-    }
-
-
-def _page_json(page: GridPage, paging: Paging) -> dict[str, Any]:
-    return {
-        "runs": paging.runs,
-        "before": iso(paging.before),
-        "older_before": iso(page.older_before),
-        "has_newer": page.has_newer,
-        "newer_before": iso(page.newer_before),
+        "page": {
+            "runs": grid.paging.runs,
+            "before": iso(grid.paging.before),
+            "older_before": iso(grid.page.older_before),
+            "has_newer": grid.page.has_newer,
+            "newer_before": iso(grid.page.newer_before),
+        },
     }
 
 
@@ -632,7 +647,11 @@ class WebApp:
         raise NotFound(f"no page at {path}")
 
     def _error(
-        self, request: Request, status: int, message: str, headers: list[tuple[str, str]] = ()
+        self,
+        request: Request,
+        status: int,
+        message: str,
+        headers: Iterable[tuple[str, str]] = (),
     ) -> Response:
         if request.wants_json:
             response = json_response({"error": message, "status": int(status)}, status)
@@ -692,7 +711,7 @@ class WebApp:
             errors = registry.import_errors(conn)
         return self._page("errors.html", request, errors=errors)
 
-    def _grid_data(self, request: Request, dag_id: str):
+    def _grid_view(self, request: Request, dag_id: str) -> GridView:
         paging = Paging.from_query(request.query)
         with self.store.read() as conn:
             info = views.dag_info(conn, dag_id)
@@ -701,42 +720,39 @@ class WebApp:
             now = self.store.now(conn)
         columns = grid_columns(info, page)
         rows = grid_rows(columns, page, _task_order(info, page.task_ids), now)
-        return info, page, columns, rows, paging, active
+        return GridView(info, page, columns, rows, paging, active)
 
     def _grid(self, request: Request, dag_id: str) -> Response:
-        info, page, columns, rows, paging, active = self._grid_data(request, dag_id)
+        grid = self._grid_view(request, dag_id)
         return self._page(
             "grid.html",
             request,
-            dag=info,
-            tz=info.spec.timetable.tz,
-            page=page,
-            columns=columns,
-            rows=rows,
-            paging=paging,
+            dag=grid.dag,
+            tz=grid.dag.spec.timetable.tz,
+            grid=grid,
             page_sizes=(DEFAULT_RUNS_PER_PAGE, 50, MAX_RUNS_PER_PAGE),
-            refresh=self._refresh(request, active),
+            refresh=self._refresh(request, grid.active),
         )
 
-    def _run_data(self, dag_id: str, run_id: str):
+    def _run_view(self, dag_id: str, run_id: str) -> RunView:
         with self.store.read() as conn:
             info = views.dag_info(conn, dag_id)
             run = queries.run_by_id(conn, dag_id, run_id)
             instances = queries.task_instances(conn, [run.id])
             attempts = views.run_attempts(conn, run.id)
             now = self.store.now(conn)
-        return info, run, task_lines(info, instances, attempts, now)
+        return RunView(info, run, task_lines(info, instances, attempts, now))
 
     def _run(self, request: Request, dag_id: str, run_id: str) -> Response:
-        info, run, lines = self._run_data(dag_id, run_id)
+        view = self._run_view(dag_id, run_id)
         return self._page(
             "run.html",
             request,
-            dag=info,
-            tz=info.spec.timetable.tz,
-            run=run,
-            lines=lines,
-            refresh=self._refresh(request, RunState(run.state).active),
+            dag=view.dag,
+            tz=view.dag.spec.timetable.tz,
+            run=view.run,
+            lines=view.lines,
+            refresh=self._refresh(request, RunState(view.run.state).active),
         )
 
     def _log(
@@ -788,8 +804,7 @@ class WebApp:
         )
 
     def _api_grid(self, request: Request, dag_id: str) -> Response:
-        info, page, _, rows, paging, _ = self._grid_data(request, dag_id)
-        return json_response(grid_json(info, page, rows, paging))
+        return json_response(grid_json(self._grid_view(request, dag_id)))
 
     def _api_runs(self, request: Request, dag_id: str) -> Response:
         paging = Paging.from_query(request.query)
@@ -801,9 +816,9 @@ class WebApp:
         return json_response({"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)})
 
     def _api_run(self, request: Request, dag_id: str, run_id: str) -> Response:
-        info, run, lines = self._run_data(dag_id, run_id)
-        document = run_json(run, info.spec.timetable.tz)
-        document["tasks"] = [task_json(dag_id, run, line) for line in lines]
+        view = self._run_view(dag_id, run_id)
+        document = run_json(view.run, view.dag.spec.timetable.tz)
+        document["tasks"] = [task_json(dag_id, view.run, line) for line in view.lines]
         return json_response(document)
 
     def _healthz(self, request: Request) -> Response:
