@@ -213,6 +213,8 @@ def grid_page(conn: Connection, dag_id: str, before: datetime | None, limit: int
 def _newer_page(
     conn: Connection, dag_id: str, runs: list[RunRow], before: datetime | None, limit: int
 ) -> tuple[bool, datetime | None]:
+    """Whether runs newer than this page exist, and the ``before`` that shows the next
+    ``limit`` of them (None when they reach the newest run: the latest page needs none)."""
     if before is None:
         return False, None
     after = runs[-1].logical_date if runs else before - timedelta(microseconds=1)
