@@ -13,14 +13,13 @@ import hashlib
 import multiprocessing
 import os
 import sys
+import time
 import traceback
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection
+from multiprocessing.connection import Connection, wait
 from pathlib import Path
-
-import networkx as nx
 
 from dagrun.dag import DAG, collect_dags
 from dagrun.errors import DagFileError
@@ -81,6 +80,8 @@ def import_file(path: str) -> list[DAG]:
 
 def build_spec(dag: DAG, path: str) -> DagSpec:
     """Check the graph (cycles) and freeze a DAG into its serialisable spec."""
+    import networkx as nx  # only a parse needs it; `dags list` with nothing changed does not
+
     if not dag.tasks:
         raise DagFileError(
             path,
@@ -214,70 +215,92 @@ def _isolated(path: str) -> Iterator[None]:
                 del sys.modules[name]
 
 
-def _child(conn: Connection) -> None:
-    """Parse worker: receive paths, answer (path, specs, error) for each, until None."""
+def _child(conn: Connection, paths: list[str]) -> None:
+    """Parse worker: import each path in turn and send (path, specs, error) for each."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    while True:
-        path = conn.recv()
-        if path is None:
-            return
+    for path in paths:
         with _isolated(path):
             specs, error = load_file(path)
         reason = (error.reason, error.line) if error else None
         conn.send((path, [s.to_json() for s in specs], reason))
 
 
-def parse_files(paths: dict[str, str], timeout: float = DEFAULT_TIMEOUT) -> dict[str, FileResult]:
-    """Import each file (path -> content hash) in a child process; never hangs past ``timeout``."""
+class _ParseChild:
+    """A forked child importing a list of files in order; the parent times each file."""
+
+    def __init__(self, paths: list[str], timeout: float):
+        ctx = multiprocessing.get_context("fork")
+        self.paths = paths
+        self.timeout = timeout
+        self.conn, child_end = ctx.Pipe(duplex=False)
+        self.process = ctx.Process(target=_child, args=(child_end, paths), daemon=True)
+        self.process.start()
+        child_end.close()
+        self.deadline = time.monotonic() + timeout
+
+    @property
+    def current(self) -> str:
+        return self.paths[0]
+
+    def receive(self, hashes: dict[str, str]) -> tuple[FileResult, bool]:
+        """The current file's result, and whether the child lives on (it may have died)."""
+        path = self.paths.pop(0)
+        self.deadline = time.monotonic() + self.timeout
+        try:
+            _, specs, reason = self.conn.recv()
+        except EOFError:
+            error = DagFileError(path, f"import killed the parser ({_exit_reason(self.process)})")
+            return FileResult(path, hashes[path], error=error), False
+        error = DagFileError(path, *reason) if reason else None
+        specs = [DagSpec.from_json(s) for s in specs]
+        return FileResult(path, hashes[path], specs, error), True
+
+    def time_out(self, hashes: dict[str, str]) -> FileResult:
+        path = self.paths.pop(0)
+        error = DagFileError(path, f"import did not finish within {self.timeout:g} s")
+        return FileResult(path, hashes[path], error=error)
+
+    def close(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+def parse_files(
+    paths: dict[str, str], timeout: float = DEFAULT_TIMEOUT, processes: int | None = None
+) -> dict[str, FileResult]:
+    """Import each file (path -> content hash) in child processes; never hangs past ``timeout``
+    per file. Files are shared round-robin among up to ``processes`` children (default: the
+    number of cores, at most 4); a child that crashes or hangs on a file is replaced."""
+    ordered = sorted(paths)
+    count = max(1, min(processes or min(os.cpu_count() or 1, 4), len(ordered)))
+    children = [_ParseChild(ordered[i::count], timeout) for i in range(count) if ordered[i::count]]
     results: dict[str, FileResult] = {}
-    pending = list(paths)
-    while pending:
-        _parse_batch(pending, paths, timeout, results)
-    return results
-
-
-def _parse_batch(
-    pending: list[str], hashes: dict[str, str], timeout: float, results: dict[str, FileResult]
-) -> None:
-    ctx = multiprocessing.get_context("fork")
-    parent, child = ctx.Pipe()
-    process = ctx.Process(target=_child, args=(child,), daemon=True)
-    process.start()
-    child.close()
     try:
-        while pending:
-            path = pending[0]
-            parent.send(path)
-            if not parent.poll(timeout):
-                results[path] = FileResult(
-                    path,
-                    hashes[path],
-                    error=DagFileError(path, f"import did not finish within {timeout:g} s"),
-                )
-                pending.pop(0)
-                return
-            try:
-                _, specs, reason = parent.recv()
-            except EOFError:
-                results[path] = FileResult(
-                    path,
-                    hashes[path],
-                    error=DagFileError(path, f"import killed the parser ({_exit_reason(process)})"),
-                )
-                pending.pop(0)
-                return
-            pending.pop(0)
-            dags = [DagSpec.from_json(s) for s in specs]
-            error = DagFileError(path, *reason) if reason else None
-            results[path] = FileResult(path, hashes[path], dags, error)
-        parent.send(None)
+        while children:
+            wait_for = max(0.0, min(c.deadline for c in children) - time.monotonic())
+            ready = set(wait([c.conn for c in children], timeout=wait_for))
+            for child in list(children):
+                if child.conn in ready:
+                    result, alive = child.receive(paths)
+                elif time.monotonic() >= child.deadline:
+                    result, alive = child.time_out(paths), False
+                else:
+                    continue
+                results[result.path] = result
+                if alive and child.paths:
+                    continue
+                child.close()
+                children.remove(child)
+                if child.paths:
+                    children.append(_ParseChild(child.paths, timeout))
     finally:
-        if process.is_alive():
-            process.kill()
-        process.join()
-        parent.close()
+        for child in children:
+            child.close()
+    return results
 
 
 def _exit_reason(process) -> str:

@@ -12,9 +12,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import networkx as nx
+if TYPE_CHECKING:
+    import networkx as nx
 
 from dagrun.states import TriggerRule
 from dagrun.timetable import Timetable, make_timetable
@@ -82,6 +83,8 @@ class DagSpec:
         return self.timetable.description
 
     def graph(self) -> nx.DiGraph:
+        import networkx as nx
+
         graph = nx.DiGraph()
         graph.add_nodes_from(t.task_id for t in self.tasks)
         graph.add_edges_from((up, t.task_id) for t in self.tasks for up in t.upstream)
@@ -110,6 +113,7 @@ class DagSpec:
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
 
     def digest(self) -> str:
+        """The hash the registry stores beside the spec's JSON (see ``registry.save_dags``)."""
         return hashlib.sha1(self.to_json().encode()).hexdigest()
 
 

@@ -57,10 +57,11 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
     now = datetime.now(UTC)
     with store.write() as conn:
         registry.forget_files(conn, removed)
+        parsed = []
         for path in sorted(results):
-            result = results[path]
-            specs, error, line = _resolve_duplicates(result, owners)
-            registry.save_file(conn, path, result.content_hash, specs, error, line, now)
+            specs, error, line = _resolve_duplicates(results[path], owners)
+            parsed.append(registry.ParsedFile(path, results[path].content_hash, specs, error, line))
+        registry.save_files(conn, parsed, now)
         registry.deactivate_missing(conn, set(owners))
     return report
 

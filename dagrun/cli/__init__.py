@@ -7,6 +7,7 @@ input with a one-line error and no traceback (``--verbose`` shows one).
 
 from __future__ import annotations
 
+import importlib
 import sys
 
 import click
@@ -16,8 +17,39 @@ from dagrun.errors import DagrunError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
+#: Command name -> the module defining it. Modules load only when their command runs, so
+#: ``dagrun dags list`` does not pay for the worker, the runner or the web page.
+COMMAND_MODULES = {
+    "dags": "dags",
+    "backfill": "runs",
+    "run": "runs",
+    "runs": "runs",
+    "clear": "runs",
+    "test": "tasks",
+    "tasks": "tasks",
+    "logs": "tasks",
+    "scheduler": "services",
+    "worker": "services",
+    "web": "web",
+    "db": "db",
+}
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+
+class LazyGroup(click.Group):
+    """A click group that imports a command's module on first use."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted(COMMAND_MODULES)
+
+    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
+        module = COMMAND_MODULES.get(name)
+        if module is None:
+            return None
+        loaded = importlib.import_module(f"dagrun.cli.{module}")
+        return next((c for c in loaded.COMMANDS if c.name == name), None)
+
+
+@click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
     "--dags-folder",
     envvar="DAGRUN_DAGS_FOLDER",
@@ -40,17 +72,6 @@ def cli(ctx: click.Context, dags_folder: str, db: str | None, verbose: bool) -> 
     """dagrun: a small, correct, fast orchestrator for data pipelines."""
     ctx.obj = App(dags_folder=dags_folder, db_url=db, verbose=verbose)
     ctx.call_on_close(ctx.obj.close)
-
-
-def _register() -> None:
-    from dagrun.cli import dags, db, runs, services, tasks, web
-
-    for module in (dags, runs, tasks, services, db, web):
-        for command in module.COMMANDS:
-            cli.add_command(command)
-
-
-_register()
 
 
 def main(argv: list[str] | None = None) -> None:

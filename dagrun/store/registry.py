@@ -6,6 +6,7 @@ hash so a scheduler tick does not re-decode JSON for DAGs that did not change.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -61,6 +62,17 @@ def known_files(conn: Connection) -> dict[str, KnownFile]:
     }
 
 
+@dataclass(frozen=True)
+class ParsedFile:
+    """One parsed file as the registry records it."""
+
+    path: str
+    content_hash: str
+    specs: list[DagSpec]
+    error: str | None = None
+    error_line: int | None = None
+
+
 def save_file(
     conn: Connection,
     path: str,
@@ -71,34 +83,73 @@ def save_file(
     now: datetime,
 ) -> None:
     """Record one parsed file and upsert its DAGs (keeping their pause flag and cursor)."""
-    values = {
-        "content_hash": content_hash,
-        "parsed_at": now,
-        "dag_ids": json.dumps([s.dag_id for s in specs]),
-        "error": error,
-        "error_line": error_line,
-    }
-    stmt = dialect_insert(conn, dag_file).values(path=path, **values)
-    conn.execute(stmt.on_conflict_do_update(index_elements=["path"], set_=values))
-    for spec in specs:
-        save_dag(conn, spec, now)
+    save_files(conn, [ParsedFile(path, content_hash, specs, error, error_line)], now)
+
+
+def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None:
+    """Record parsed files and upsert their DAGs in two batched statements."""
+    if not files:
+        return
+    stmt = dialect_insert(conn, dag_file)
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["path"],
+            set_={
+                c: stmt.excluded[c]
+                for c in ("content_hash", "parsed_at", "dag_ids", "error", "error_line")
+            },
+        ),
+        [
+            {
+                "path": f.path,
+                "content_hash": f.content_hash,
+                "parsed_at": now,
+                "dag_ids": json.dumps([s.dag_id for s in f.specs]),
+                "error": f.error,
+                "error_line": f.error_line,
+            }
+            for f in files
+        ],
+    )
+    save_dags(conn, [spec for f in files for spec in f.specs], now)
 
 
 def save_dag(conn: Connection, spec: DagSpec, now: datetime) -> None:
-    text = spec.to_json()
-    changed = {
-        "fileloc": spec.fileloc,
-        "schedule": spec.schedule_text,
-        "timezone": spec.timezone,
-        "is_active": True,
-        "spec": text,
-        "spec_hash": spec.digest(),
-        "updated_at": now,
-    }
-    stmt = dialect_insert(conn, dag).values(
-        dag_id=spec.dag_id, is_paused=spec.is_paused_upon_creation, created_at=now, **changed
+    save_dags(conn, [spec], now)
+
+
+_DAG_CHANGED = ("fileloc", "schedule", "timezone", "is_active", "spec", "spec_hash", "updated_at")
+
+
+def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
+    """Upsert DAG rows: a new DAG starts (un)paused as it asks; an existing one keeps its
+    pause flag and scheduler cursor."""
+    if not specs:
+        return
+    stmt = dialect_insert(conn, dag)
+    rows = []
+    for spec in specs:
+        text = spec.to_json()
+        rows.append(
+            {
+                "dag_id": spec.dag_id,
+                "fileloc": spec.fileloc,
+                "schedule": spec.schedule_text,
+                "timezone": spec.timezone,
+                "is_active": True,
+                "is_paused": spec.is_paused_upon_creation,
+                "spec": text,
+                "spec_hash": hashlib.sha1(text.encode()).hexdigest(),
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["dag_id"], set_={c: stmt.excluded[c] for c in _DAG_CHANGED}
+        ),
+        rows,
     )
-    conn.execute(stmt.on_conflict_do_update(index_elements=["dag_id"], set_=changed))
 
 
 def forget_files(conn: Connection, paths: list[str]) -> None:
