@@ -702,7 +702,7 @@ class WebApp:
         )
 
     def _dag_list_data(self, conn) -> tuple[list[DagInfo], dict[str, list[RunRow]], int]:
-        infos = views.dag_infos(conn)
+        infos = views.dag_infos(conn, self.store.now(conn))
         recent = views.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
         return infos, recent, views.import_error_count(conn)
 
@@ -714,10 +714,10 @@ class WebApp:
     def _grid_view(self, request: Request, dag_id: str) -> GridView:
         paging = Paging.from_query(request.query)
         with self.store.read() as conn:
-            info = views.dag_info(conn, dag_id)
+            now = self.store.now(conn)
+            info = views.dag_info(conn, dag_id, now)
             page = views.grid_page(conn, dag_id, paging.before, paging.runs)
             active = views.has_active_runs(conn, dag_id)
-            now = self.store.now(conn)
         columns = grid_columns(info, page)
         rows = grid_rows(columns, page, _task_order(info, page.task_ids), now)
         return GridView(info, page, columns, rows, paging, active)
@@ -736,11 +736,11 @@ class WebApp:
 
     def _run_view(self, dag_id: str, run_id: str) -> RunView:
         with self.store.read() as conn:
-            info = views.dag_info(conn, dag_id)
+            now = self.store.now(conn)
+            info = views.dag_info(conn, dag_id, now)
             run = queries.run_by_id(conn, dag_id, run_id)
             instances = queries.task_instances(conn, [run.id])
             attempts = views.run_attempts(conn, run.id)
-            now = self.store.now(conn)
         return RunView(info, run, task_lines(info, instances, attempts, now))
 
     def _run(self, request: Request, dag_id: str, run_id: str) -> Response:
@@ -759,7 +759,7 @@ class WebApp:
         self, request: Request, dag_id: str, run_id: str, task_id: str, try_number: str
     ) -> Response:
         with self.store.read() as conn:
-            info = views.dag_info(conn, dag_id)
+            info = views.dag_info(conn, dag_id, self.store.now(conn))
             run = queries.run_by_id(conn, dag_id, run_id)
             queries.task_instance(conn, run, task_id)
             attempt = views.attempt(conn, dag_id, run.id, task_id, int(try_number))
@@ -810,7 +810,7 @@ class WebApp:
         paging = Paging.from_query(request.query)
         state = request.query.get("state") or None
         with self.store.read() as conn:
-            info = views.dag_info(conn, dag_id)
+            info = views.dag_info(conn, dag_id, self.store.now(conn))
             runs, older = views.run_page(conn, dag_id, paging.before, paging.runs, state)
         tz = info.spec.timetable.tz
         return json_response({"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)})

@@ -484,6 +484,35 @@ def test_api_dags_mirrors_the_list(world):
     assert idle["recent_runs"] == []
 
 
+def test_next_run_agrees_with_dags_list_including_catchup_false(cli_env, dags_dir):
+    write_dag(dags_dir, "shop.py", SHOP_DAG)
+    write_dag(
+        dags_dir,
+        "nocatch.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("nocatch", schedule="@daily", start_date="2020-01-01", catchup=False):
+            @task
+            def tick():
+                return 1
+
+            tick()
+        """,
+    )
+    listed = run_cli("dags", "list", "--json", env=cli_env)
+    assert listed.returncode == 0, listed.stderr
+    expected = {d["dag_id"]: d["next_logical_date"] for d in json.loads(listed.stdout)}
+    store = Store(cli_env["DAGRUN_DB_URL"])
+    try:
+        found = call(WebApp(store), "/api/dags").json()["dags"]
+    finally:
+        store.dispose()
+    as_utc = {d["dag_id"]: d["next_logical_date"].replace("Z", "+00:00") for d in found}
+    assert as_utc == expected
+    assert not expected["nocatch"].startswith("2020-01-01")  # the latest complete day
+
+
 def test_api_import_errors(world):
     (error,) = call(world.app, "/api/import-errors").json()
     assert error["file"].endswith("broken.py") and XSS_IMPORT in error["error"]

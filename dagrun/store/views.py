@@ -43,21 +43,28 @@ class AttemptNotFound(DagrunError, LookupError):
 
 @dataclass(frozen=True)
 class DagInfo:
-    """A DAG as the page shows it: its spec plus the registry's flags and cursor."""
+    """A DAG as the page shows it: its spec, the registry's flags, and its next run."""
 
     dag_id: str
     fileloc: str
     spec: DagSpec
     is_paused: bool
     is_active: bool
-    cursor: datetime | None
+    next_logical_date: datetime | None
 
-    @property
-    def next_logical_date(self) -> datetime | None:
-        """The next logical date the scheduler will create (after its cursor), or the first."""
-        after = self.cursor - timedelta(microseconds=1) if self.cursor else None
-        upcoming = self.spec.timetable.next_interval(after)
-        return upcoming.start if upcoming else None
+
+def next_logical_date(spec: DagSpec, cursor: datetime | None, now: datetime) -> datetime | None:
+    """The next logical date the scheduler will create: after its cursor (or from the start
+    date), but with catchup=False the latest complete interval when intervals were missed.
+    The same rule as ``dagrun dags list``."""
+    timetable = spec.timetable
+    if not spec.catchup:
+        missed = timetable.due_intervals(cursor, now, catchup=False)
+        if missed:
+            return missed[0].start
+    after = cursor - timedelta(microseconds=1) if cursor else None
+    upcoming = timetable.next_interval(after)
+    return upcoming.start if upcoming else None
 
 
 _DAG_COLUMNS = (
@@ -71,31 +78,32 @@ _DAG_COLUMNS = (
 )
 
 
-def _dag_info(row) -> DagInfo:
+def _dag_info(row, now: datetime) -> DagInfo:
+    spec = spec_from(row.spec_hash, row.spec)
     return DagInfo(
         dag_id=row.dag_id,
         fileloc=row.fileloc,
-        spec=spec_from(row.spec_hash, row.spec),
+        spec=spec,
         is_paused=bool(row.is_paused),
         is_active=bool(row.is_active),
-        cursor=row.next_logical_date,
+        next_logical_date=next_logical_date(spec, row.next_logical_date, now),
     )
 
 
-def dag_infos(conn: Connection) -> list[DagInfo]:
+def dag_infos(conn: Connection, now: datetime) -> list[DagInfo]:
     """The active DAGs, by id."""
     rows = conn.execute(
         select(*_DAG_COLUMNS).where(dag.c.is_active.is_(True)).order_by(dag.c.dag_id)
     )
-    return [_dag_info(r) for r in rows]
+    return [_dag_info(r, now) for r in rows]
 
 
-def dag_info(conn: Connection, dag_id: str) -> DagInfo:
+def dag_info(conn: Connection, dag_id: str, now: datetime) -> DagInfo:
     """One DAG, active or not: runs outlive the file that made them, so their grid does too."""
     row = conn.execute(select(*_DAG_COLUMNS).where(dag.c.dag_id == dag_id)).first()
     if row is None:
         raise DagNotFound(dag_id)
-    return _dag_info(row)
+    return _dag_info(row, now)
 
 
 def import_error_count(conn: Connection) -> int:
