@@ -292,6 +292,23 @@ def test_grid_task_links_and_ids_are_url_escaped(world):
     assert call(world.app, f"/dags/shop/runs/{encoded}").status == 200
 
 
+def test_a_manual_run_id_with_slashes_spaces_and_unicode_has_working_pages(world):
+    run_id = "nightly/re-run 2026 ü<b>"
+    first = world.spec.timetable.next_interval(None).start + timedelta(days=10)
+    (interval,) = world.spec.timetable.intervals(first, first)
+    with world.store.write() as conn:
+        transitions.create_manual_run(conn, world.spec, interval, run_id, world.store.now())
+        transitions.admit_runs(conn, world.spec, 10, world.store.now())
+        transitions.start_runs(conn, world.spec, world.store.now())
+    work_off(world.store, world.spec, world.logs, lambda _: None)
+    page = call(world.app, webapp.run_url("shop", run_id))
+    assert page.status == 200 and "nightly/re-run 2026 ü&lt;b&gt;" in page.text
+    assert call(world.app, "/api" + webapp.run_url("shop", run_id)).json()["run_id"] == run_id
+    log = call(world.app, webapp.log_url("shop", run_id, "notify", 1))
+    assert log.status == 200 and "attempt 1 of notify" in log.text
+    assert run_id in [c["data-run"] for c in cells(call(world.app, "/dags/shop/grid"))]
+
+
 def test_dag_description_and_tags_are_escaped_everywhere(world):
     for url in ("/", "/dags/shop/grid", run_path(world, 0)):
         page = call(world.app, url).text
