@@ -11,6 +11,8 @@ double fire harmless; the cursor on the DAG row makes a crash mid-tick resume ex
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -142,12 +144,17 @@ def sweep(
     specs: registry.SpecCache,
     lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET,
 ) -> tuple[int, int]:
-    """Wake retries whose time has come; turn expired leases into new attempts (or failures)."""
+    """Wake retries whose time has come; turn expired leases into new attempts (or failures).
+
+    A lease held by a worker process of this host that no longer exists is reaped at once
+    instead of at its expiry, so a backfill restarted after a crash resumes immediately.
+    """
     with store.write() as conn:
         now = store.now(conn)
         requeued = transitions.requeue_retries(conn, now)
+        dead = {o for o in transitions.lease_owners(conn) if _gone_from_this_host(o)}
         reaped = transitions.reap_expired(
-            conn, store.caps, specs.bound(conn), now, lease_loss_budget
+            conn, store.caps, specs.bound(conn), now, lease_loss_budget, dead
         )
     for r in reaped:
         verdict = "failed (lease-loss budget spent)" if r.failed else "queued again"
@@ -155,3 +162,18 @@ def sweep(
             "%s.%s: lease expired (fence %s); %s", r.dag_id, r.task_id, r.fence_token, verdict
         )
     return requeued, len(reaped)
+
+
+def _gone_from_this_host(owner: str) -> bool:
+    """True for a worker id (``host:pid:nonce``) of this host whose process has exited."""
+    host, _, rest = owner.partition(":")
+    pid = rest.partition(":")[0]
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False
+    return False

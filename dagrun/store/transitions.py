@@ -717,6 +717,15 @@ def release(
 # ---------------------------------------------------------------- scheduler sweeps
 
 
+def lease_owners(conn: Connection) -> set[str]:
+    """The workers holding leases now."""
+    return set(
+        conn.execute(
+            select(ti.c.lease_owner).where(ti.c.state == TaskState.RUNNING.value).distinct()
+        ).scalars()
+    )
+
+
 def requeue_retries(conn: Connection, now: datetime) -> int:
     """Task instances whose retry time has come go back to the queue."""
     return conn.execute(
@@ -748,15 +757,20 @@ def reap_expired(
     spec_for: SpecLookup,
     now: datetime,
     budget: int = DEFAULT_LEASE_LOSS_BUDGET,
+    dead_owners: Iterable[str] = (),
 ) -> list[Reaped]:
     """Expired leases become a new attempt at once, or a failure past the lease-loss budget.
 
     Lost leases are infrastructure failures (a killed or paused worker), so they have their
-    own budget and leave the task's ``retries`` for its own errors.
+    own budget and leave the task's ``retries`` for its own errors. Leases of ``dead_owners``
+    (workers known to be gone, see ``lease_owners``) count as expired already.
     """
+    expired = ti.c.lease_until < now
+    if dead_owners:
+        expired = expired | ti.c.lease_owner.in_(list(dead_owners))
     pick = select(
         ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.lease_losses
-    ).where(ti.c.state == TaskState.RUNNING.value, ti.c.lease_until < now)
+    ).where(ti.c.state == TaskState.RUNNING.value, expired)
     if caps.skip_locked:
         pick = pick.with_for_update(skip_locked=True)
     reaped = []
