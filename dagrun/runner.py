@@ -9,7 +9,9 @@ are captured too) and Python logging go to the attempt's own log file.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import faulthandler
+import functools
 import inspect
 import json
 import logging
@@ -199,9 +201,15 @@ def render(value: Any, names: dict[str, Any]) -> Any:
 def _with_params(task: Task, context: TaskContext) -> TaskContext:
     """The context with DAG params, run conf and rendered task params merged in."""
     params = {**task.dag.params, **context.params}
-    names = {**context.names(), "params": params}
-    own = render(task.options.get("params") or {}, names)
-    return TaskContext(**{**context.__dict__, "params": {**params, **own}})
+    own = task.options.get("params")
+    if own:
+        params.update(render(own, {**context.names(), "params": params}))
+    return dataclasses.replace(context, params=params)
+
+
+@functools.lru_cache(maxsize=4096)
+def _signature(function: Callable[..., Any]) -> inspect.Signature:
+    return inspect.signature(function)
 
 
 def _run_python(task: PythonTask, context: TaskContext, inputs: dict[str, Any]) -> Any:
@@ -214,7 +222,7 @@ def _run_python(task: PythonTask, context: TaskContext, inputs: dict[str, Any]) 
 
     args = [resolve(a) for a in task.args]
     kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
-    signature = inspect.signature(task.python_callable)
+    signature = _signature(task.python_callable)
     bound = signature.bind_partial(*args, **kwargs).arguments
     for name, param in signature.parameters.items():
         if param.kind == param.VAR_KEYWORD:
