@@ -144,7 +144,9 @@ def render(document: dict) -> str:
     m = document["machine"]
     head = (
         f"dagrun benchmark{' (tiny)' if document['tiny'] else ''}: {document['started']}, "
-        f"Python {m['python']}, {m['cpus']} CPUs, median of {document['repeat']} run(s)\n"
+        f"Python {m['python']}, {m['cpus']} CPUs, median of {document['repeat']} run(s), "
+        f"dagrun at {m.get('git', '?')}, load average at start "
+        f"{m['load_average_at_start'][0]:.1f}\n"
         "ratio = dagrun units/s / floor units/s (plain Python + sqlite3, one commit per "
         "task, WAL, synchronous=FULL, run as a subprocess); higher is better, 1.0 = the floor"
     )

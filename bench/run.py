@@ -13,6 +13,7 @@ import json
 import os
 import platform
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -61,13 +62,32 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 
 def machine() -> dict:
-    """What the numbers were measured on: they only mean something next to this."""
+    """What the numbers were measured on: they only mean something next to this (and next
+    to the load other processes put on the machine meanwhile)."""
     return {
         "python": sys.version.split()[0],
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
+        "load_average_at_start": os.getloadavg(),
         "dagrun_cli": " ".join(workloads.dagrun_command()),
+        "git": git_state(),
     }
+
+
+def git_state() -> str:
+    """The commit measured, marked dirty when dagrun/ has uncommitted changes."""
+    repo = Path(__file__).resolve().parent.parent
+
+    def git(*args: str) -> str:
+        done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True)
+        return done.stdout.strip()
+
+    try:
+        head = git("rev-parse", "--short", "HEAD")
+        dirty = git("status", "--porcelain", "--", "dagrun")
+    except OSError:
+        return "unknown"
+    return f"{head}{' + uncommitted dagrun/ changes' if dirty else ''}" if head else "unknown"
 
 
 def run_one(name: str, ctx: workloads.Context) -> dict:
@@ -81,6 +101,7 @@ def run_one(name: str, ctx: workloads.Context) -> dict:
         result = {"status": f"error: {type(exc).__name__}: {str(exc).splitlines()[0]}"}
     result.setdefault("status", "ok")
     result["bench_seconds"] = time.perf_counter() - started
+    result["load_average_after"] = os.getloadavg()
     return result
 
 
