@@ -18,7 +18,7 @@ from enum import StrEnum
 from dagrun.errors import UsageError
 from dagrun.scheduler import sweep
 from dagrun.spec import DagSpec
-from dagrun.states import FAILED_TASK_STATES, RunState, RunType
+from dagrun.states import FAILED_TASK_STATES, RunState, RunType, TaskState
 from dagrun.store import Store, queries, registry, transitions
 from dagrun.timetable import DataInterval
 from dagrun.worker import Worker, WorkerOptions, WorkerStats
@@ -101,10 +101,11 @@ class BackfillResult:
     seconds: float = 0.0
     worker: WorkerStats | None = None
     interrupted: bool = False
+    stuck: list[datetime] = field(default_factory=list)
 
     @property
     def failed(self) -> bool:
-        return self.runs.get(RunState.FAILED.value, 0) > 0 or self.interrupted
+        return self.runs.get(RunState.FAILED.value, 0) > 0 or self.interrupted or bool(self.stuck)
 
 
 def prepare(store: Store, plan: Plan) -> list[int]:
@@ -144,6 +145,9 @@ def _failed_tasks(conn, run_pk: int) -> set[str]:
     return {t.task_id for t in queries.task_instances(conn, [run_pk]) if t.state in failed}
 
 
+_PAST_OK = {TaskState.SUCCESS.value, TaskState.SKIPPED.value}
+
+
 class RunDriver:
     """Run the given runs to the end with embedded workers: admit them within the limit
     (newest first with ``reverse``), start them, sweep retries and leases, show progress."""
@@ -172,6 +176,7 @@ class RunDriver:
         self.specs = registry.SpecCache()
         self.worker: Worker | None = None
         self._finished = False
+        self._stuck: list[datetime] = []
 
     def run(self) -> BackfillResult:
         started = time.monotonic()
@@ -182,7 +187,8 @@ class RunDriver:
         result = self.summary()
         result.seconds = time.monotonic() - started
         result.worker = stats
-        result.interrupted = not self._finished
+        result.stuck = self._stuck
+        result.interrupted = not (self._finished or self._stuck)
         return result
 
     def stop(self) -> None:
@@ -195,18 +201,60 @@ class RunDriver:
             transitions.lock_dag(conn, self.store.caps, self.spec.dag_id, skip_locked=False)
             spec = self.specs.get(conn, self.spec.dag_id)
             transitions.admit_runs(
-                conn, spec, self.max_active, now, newest_first=self.reverse, run_pks=self.run_pks
+                conn,
+                spec,
+                self.max_active,
+                now,
+                newest_first=self.reverse,
+                run_pks=self._admissible(conn, spec),
             )
             started = transitions.start_runs(conn, spec, now)
+            past_met = self._advance_past_waiters(conn, spec, now)
         requeued, reaped = sweep(self.store, self.specs)
+        self._stuck = self._find_stuck(spec)
         if self.progress is not None:
             self.progress.update(self.summary())
-        return bool(started or requeued or reaped)
+        return bool(started or past_met or requeued or reaped)
+
+    def _admissible(self, conn, spec: DagSpec) -> list[int]:
+        """The waiting runs that may take a slot. With depends_on_past tasks, only the oldest,
+        once its previous run's instances of those tasks succeeded or were skipped: a run
+        must not hold a max_active_runs slot waiting on a past that may still fail."""
+        waiting = queries.runs_in_state(conn, self.run_pks, RunState.WAITING)
+        on_past = [t.task_id for t in spec.tasks if t.depends_on_past]
+        if not on_past or not waiting:
+            return waiting
+        first = queries.run_by_pk(conn, waiting[0])
+        past = queries.previous_task_states(conn, spec.dag_id, first.logical_date, on_past)
+        return waiting[:1] if set(past.values()) <= _PAST_OK else []
+
+    def _advance_past_waiters(self, conn, spec: DagSpec, now: datetime) -> bool:
+        """Re-evaluate running runs whose depends_on_past tasks wait (resumed ones): the
+        previous run may have got on since, and a completion only advances its own run."""
+        if not any(t.depends_on_past for t in spec.tasks):
+            return False
+        running = queries.runs_in_state(conn, self.run_pks, RunState.RUNNING)
+        return any(transitions.advance_run(conn, pk, spec, now).queue for pk in running)
+
+    def _find_stuck(self, spec: DagSpec) -> list[datetime]:
+        """The logical dates of runs that wait on a past that did not succeed while nothing
+        else can move: only ``--rerun-failed`` (after fixing the cause) or ``clear`` helps."""
+        with self.store.read() as conn:
+            if queries.has_pending_tasks(conn, spec.dag_id):
+                return []
+            if queries.runs_in_state(conn, self.run_pks, RunState.QUEUED):
+                return []
+            free = transitions.count_active_runs(conn, spec.dag_id) < self.max_active
+            if free and self._admissible(conn, spec):
+                return []
+            blocked = queries.runs_in_state(conn, self.run_pks, RunState.RUNNING)
+            blocked += queries.runs_in_state(conn, self.run_pks, RunState.WAITING)
+            return sorted(queries.run_by_pk(conn, pk).logical_date for pk in blocked)
 
     def done(self) -> bool:
         with self.store.read() as conn:
             self._finished = queries.all_finished(conn, self.run_pks)
-        return self._finished
+        return self._finished or bool(self._stuck)
 
     def summary(self) -> BackfillResult:
         with self.store.read() as conn:

@@ -69,6 +69,8 @@ def backfill(
     if rerun_failed and reset:
         raise UsageError("--rerun-failed and --reset exclude each other")
     spec = _spec(app, dag_id)
+    if reverse and any(t.depends_on_past for t in spec.tasks):
+        raise UsageError(f"--reverse cannot run '{dag_id}': it has depends_on_past tasks")
     first, last = parse_cli_range(start, end, spec.timetable.tz)
     mode = Mode.RESET if reset else Mode.RERUN_FAILED if rerun_failed else Mode.DEFAULT
     plan = make_plan(app.store, spec, first, last, mode)
@@ -83,6 +85,14 @@ def backfill(
         err=True,
     )
     kept_failed = counts.get(Action.KEEP_FAILED, 0)
+    rerun_hint = f"dagrun backfill {dag_id} --start {start} --end {end} --rerun-failed"
+    tz = spec.timetable.tz
+    for e in plan.entries:
+        if e.action == Action.KEEP_FAILED:
+            click.echo(
+                f"{_local(e.interval.start, tz)}: skipped-failed (rerun with `{rerun_hint}`)",
+                err=True,
+            )
     if not todo:
         raise click.exceptions.Exit(1 if kept_failed else 0)
     progress = Progress(len(todo), len(todo) * len(spec.tasks))
@@ -108,14 +118,25 @@ def backfill(
     )
     if result.interrupted:
         click.echo("interrupted: run the same command again to resume", err=True)
-    elif runs.get("failed"):
+    if result.stuck:
+        on_past = ", ".join(t.task_id for t in spec.tasks if t.depends_on_past)
         click.echo(
-            f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with "
-            f"`dagrun backfill {dag_id} --start {start} --end {end} --rerun-failed`",
+            f"{len(result.stuck)} run(s) cannot go on: {on_past} (depends_on_past) wait for "
+            "a previous run that did not succeed: "
+            + ", ".join(_local(d, tz) for d in result.stuck),
+            err=True,
+        )
+    if runs.get("failed") or result.stuck:
+        click.echo(
+            f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with `{rerun_hint}`",
             err=True,
         )
     if result.failed or kept_failed:
         raise click.exceptions.Exit(1)
+
+
+def _local(instant: datetime, tz) -> str:
+    return instant.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
 
 
 def _print_plan(plan) -> None:
@@ -124,7 +145,7 @@ def _print_plan(plan) -> None:
         ["logical date (local)", "logical date (UTC)", "current state", "action"],
         [
             [
-                e.interval.start.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"),
+                _local(e.interval.start, tz),
                 e.interval.start.strftime("%Y-%m-%d %H:%MZ"),
                 e.state or "-",
                 e.action.value,
@@ -145,6 +166,8 @@ def _print_plan(plan) -> None:
 @pass_app
 def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: int | None) -> None:
     """Trigger one run of DAG and execute it to completion."""
+    if run_id is not None and not RUN_ID.match(run_id):
+        raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
     spec = _spec(app, dag_id)
     interval = _manual_interval(spec, date_)
     key = run_id or f"manual__{interval.start.isoformat()}"
@@ -166,6 +189,9 @@ def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: i
     _print_run(app, final)
     if final.state != RunState.SUCCESS:
         raise click.exceptions.Exit(1)
+
+
+RUN_ID = re.compile(r"^(?!\.+$)[A-Za-z0-9_.:+-]{1,250}$")
 
 
 def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:

@@ -199,6 +199,47 @@ def task_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
     return Counter({state: n for state, n in rows})
 
 
+def runs_in_state(conn: Connection, run_pks: list[int], state: RunState) -> list[int]:
+    """Which of these runs are in ``state``, oldest logical date first."""
+    if not run_pks:
+        return []
+    stmt = (
+        select(dag_run.c.id)
+        .where(dag_run.c.id.in_(run_pks), dag_run.c.state == state.value)
+        .order_by(dag_run.c.logical_date)
+    )
+    return list(conn.execute(stmt).scalars())
+
+
+def previous_task_states(
+    conn: Connection, dag_id: str, logical_date: datetime, task_ids: list[str]
+) -> dict[str, str]:
+    """The states of ``task_ids`` in the DAG's run just before ``logical_date`` (what
+    depends_on_past looks at); a task with no instance there is left out."""
+    previous = (
+        select(dag_run.c.id)
+        .where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date < logical_date)
+        .order_by(dag_run.c.logical_date.desc())
+        .limit(1)
+        .scalar_subquery()
+    )
+    rows = conn.execute(
+        select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == previous, ti.c.task_id.in_(task_ids))
+    )
+    return {task_id: state for task_id, state in rows}
+
+
+_PENDING_TASK_STATES = [
+    s.value for s in (TaskState.QUEUED, TaskState.RUNNING, TaskState.UP_FOR_RETRY)
+]
+
+
+def has_pending_tasks(conn: Connection, dag_id: str) -> bool:
+    """Whether a task of the DAG, in any run, is queued, running or waiting for a retry."""
+    busy = select(ti.c.id).where(ti.c.dag_id == dag_id, ti.c.state.in_(_PENDING_TASK_STATES))
+    return conn.execute(busy.limit(1)).first() is not None
+
+
 def all_finished(conn: Connection, run_pks: list[int]) -> bool:
     finished = {RunState.SUCCESS.value, RunState.FAILED.value}
     counts = run_state_counts(conn, run_pks)
