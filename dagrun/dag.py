@@ -74,9 +74,12 @@ def current_dag() -> DAG | None:
 
 
 def check_id(kind: str, value: object, **where: str | None) -> str:
-    if not isinstance(value, str) or not SAFE_ID.match(value):
+    """Ids become path segments (logs, partitions) and URL parts, so only safe characters,
+    and never ``.`` or ``..``."""
+    if not isinstance(value, str) or not SAFE_ID.match(value) or not value.strip("."):
         raise DagDefinitionError(
-            f"{kind} id {value!r} must be 1-200 characters of letters, digits, '_', '.' or '-'",
+            f"{kind} id {value!r} must be 1-200 characters of letters, digits, '_', '.' or '-'"
+            " (and not only dots)",
             **where,
         )
     return value

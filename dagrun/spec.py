@@ -78,6 +78,18 @@ class DagSpec:
                 down[up].append(t.task_id)
         return {k: tuple(v) for k, v in down.items()}
 
+    def next_logical_date(self, cursor: datetime | None, now: datetime) -> datetime | None:
+        """The next logical date the scheduler will create: after its cursor (or from the
+        start date), but with catchup=False the latest complete interval when some were missed.
+        ``dags list`` and the web page both show this."""
+        if not self.catchup:
+            missed = self.timetable.due_intervals(cursor, now, catchup=False)
+            if missed:
+                return missed[0].start
+        after = cursor - timedelta(microseconds=1) if cursor else None
+        upcoming = self.timetable.next_interval(after)
+        return upcoming.start if upcoming else None
+
     @property
     def schedule_text(self) -> str:
         return self.timetable.description

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
 import click
 
@@ -64,16 +64,7 @@ def _dag_json(r: registry.DagRow) -> dict:
 
 
 def _next_logical_date(r: registry.DagRow) -> datetime | None:
-    """The next logical date the scheduler will create: from its cursor (or start_date), but
-    with catchup=False the latest complete interval when intervals were missed."""
-    tt = r.spec.timetable
-    if not r.spec.catchup:
-        missed = tt.due_intervals(r.next_logical_date, datetime.now(UTC), catchup=False)
-        if missed:
-            return missed[0].start
-    after = r.next_logical_date - timedelta(microseconds=1) if r.next_logical_date else None
-    first = tt.next_interval(after)
-    return first.start if first else None
+    return r.spec.next_logical_date(r.next_logical_date, datetime.now(UTC))
 
 
 def _next_run_local(r: registry.DagRow) -> str:

@@ -53,20 +53,6 @@ class DagInfo:
     next_logical_date: datetime | None
 
 
-def next_logical_date(spec: DagSpec, cursor: datetime | None, now: datetime) -> datetime | None:
-    """The next logical date the scheduler will create: after its cursor (or from the start
-    date), but with catchup=False the latest complete interval when intervals were missed.
-    The same rule as ``dagrun dags list``."""
-    timetable = spec.timetable
-    if not spec.catchup:
-        missed = timetable.due_intervals(cursor, now, catchup=False)
-        if missed:
-            return missed[0].start
-    after = cursor - timedelta(microseconds=1) if cursor else None
-    upcoming = timetable.next_interval(after)
-    return upcoming.start if upcoming else None
-
-
 _DAG_COLUMNS = (
     dag.c.dag_id,
     dag.c.fileloc,
@@ -86,7 +72,7 @@ def _dag_info(row, now: datetime) -> DagInfo:
         spec=spec,
         is_paused=bool(row.is_paused),
         is_active=bool(row.is_active),
-        next_logical_date=next_logical_date(spec, row.next_logical_date, now),
+        next_logical_date=spec.next_logical_date(row.next_logical_date, now),
     )
 
 
