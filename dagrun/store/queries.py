@@ -133,6 +133,9 @@ def task_instance(conn: Connection, run: RunRow, task_id: str) -> TaskRow:
 
 @dataclass(frozen=True)
 class AttemptRow:
+    """One attempt from the history: who ran it, under which fence, and how it ended."""
+
+    task_id: str
     try_number: int
     fence_token: int
     worker: str
@@ -143,9 +146,11 @@ class AttemptRow:
     log_path: str | None
 
 
+ATTEMPT_COLUMNS = [task_attempt.c[name] for name in AttemptRow.__dataclass_fields__]
+
+
 def attempts(conn: Connection, ti_id: int) -> list[AttemptRow]:
-    cols = [getattr(task_attempt.c, f) for f in AttemptRow.__dataclass_fields__]
-    stmt = select(*cols).where(task_attempt.c.ti_id == ti_id).order_by(task_attempt.c.id)
+    stmt = select(*ATTEMPT_COLUMNS).where(task_attempt.c.ti_id == ti_id).order_by(task_attempt.c.id)
     return [AttemptRow(*r) for r in conn.execute(stmt)]
 
 

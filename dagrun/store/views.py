@@ -17,7 +17,8 @@ from sqlalchemy import Connection, func, select, union_all
 from dagrun.errors import DagNotFound, DagrunError
 from dagrun.spec import DagSpec
 from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
-from dagrun.store.queries import RunRow
+from dagrun.store.queries import ATTEMPT_COLUMNS, RunRow
+from dagrun.store.queries import AttemptRow as Attempt
 from dagrun.store.registry import spec_from
 from dagrun.store.schema import dag, dag_file, dag_run, task_attempt, task_instance
 
@@ -238,27 +239,11 @@ def grid_cells(conn: Connection, run_pks: list[int]) -> list[Cell]:
 # ---------------------------------------------------------------- attempts and logs
 
 
-@dataclass(frozen=True)
-class Attempt:
-    task_id: str
-    try_number: int
-    fence_token: int
-    worker: str
-    started_at: datetime
-    ended_at: datetime | None
-    outcome: str | None
-    error: str | None
-    log_path: str | None
-
-
-_ATTEMPT_COLUMNS = [task_attempt.c[name] for name in Attempt.__dataclass_fields__]
-
-
 def run_attempts(conn: Connection, run_pk: int) -> dict[str, list[Attempt]]:
     """Every attempt of one run, by task, in the order they started."""
     found: dict[str, list[Attempt]] = {}
     rows = conn.execute(
-        select(*_ATTEMPT_COLUMNS).where(task_attempt.c.run_pk == run_pk).order_by(task_attempt.c.id)
+        select(*ATTEMPT_COLUMNS).where(task_attempt.c.run_pk == run_pk).order_by(task_attempt.c.id)
     )
     for row in rows:
         found.setdefault(row.task_id, []).append(Attempt(*row))
@@ -268,7 +253,7 @@ def run_attempts(conn: Connection, run_pk: int) -> dict[str, list[Attempt]]:
 def attempt(conn: Connection, dag_id: str, run_pk: int, task_id: str, try_number: int) -> Attempt:
     """One attempt, named by its try number (the latest record if a try was released)."""
     row = conn.execute(
-        select(*_ATTEMPT_COLUMNS)
+        select(*ATTEMPT_COLUMNS)
         .where(
             task_attempt.c.run_pk == run_pk,
             task_attempt.c.task_id == task_id,
