@@ -12,14 +12,15 @@ import json
 import os
 import pty
 import re
-import sqlite3
 import subprocess
 import threading
 from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
+from sqlalchemy import create_engine, inspect, text
 
+from dagrun.store.engine import normalise_url
 from tests.helpers import dagrun_cmd, run_cli, write_dag
 
 DAYS = [f"2026-01-0{day}" for day in range(1, 6)]
@@ -85,6 +86,12 @@ with DAG("hourly", schedule="@hourly", start_date="2025-12-01", timezone={tz!r})
 """
 
 
+@pytest.fixture
+def env(cli_env: dict[str, str], db_url: str) -> dict[str, str]:
+    """The CLI's environment on SQLite and on PostgreSQL."""
+    return {**cli_env, "DAGRUN_DB_URL": db_url}
+
+
 def write_flaky(
     dags_dir: Path, fail_on: str | None = DAYS[2], max_active: int = 3, depends_on_past=False
 ) -> None:
@@ -113,28 +120,40 @@ def summary(result: subprocess.CompletedProcess) -> tuple[int, int, str]:
     return int(match[1]), int(match[2]), match[3]
 
 
-def sql(env: dict[str, str], query: str, *params) -> list[tuple]:
-    path = env["DAGRUN_DB_URL"].removeprefix("sqlite:///")
-    with sqlite3.connect(path) as conn:
-        return conn.execute(query, params).fetchall()
+def sql(env: dict[str, str], query: str) -> list[tuple]:
+    engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(query))]
+    finally:
+        engine.dispose()
 
 
 def row_counts(env: dict[str, str]) -> dict[str, int]:
-    tables = [t for (t,) in sql(env, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
+    try:
+        tables = inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
     assert {"dag_run", "task_instance", "task_attempt", "audit_log"} <= set(tables)
     return {t: sql(env, f'SELECT count(*) FROM "{t}"')[0][0] for t in tables}
+
+
+def day(logical_date: str | datetime) -> str:
+    """The UTC day of a logical date as either engine returns it."""
+    return str(logical_date)[:10]
 
 
 def attempts(env: dict[str, str]) -> dict[tuple[str, str], list[str]]:
     """(task_id, day of the logical date in UTC) -> outcomes of its attempts, in order."""
     rows = sql(
         env,
-        "SELECT a.task_id, substr(r.logical_date, 1, 10), a.outcome FROM task_attempt a "
+        "SELECT a.task_id, r.logical_date, a.outcome FROM task_attempt a "
         "JOIN dag_run r ON r.id = a.run_pk ORDER BY a.id",
     )
     found: dict[tuple[str, str], list[str]] = {}
-    for task_id, day, outcome in rows:
-        found.setdefault((task_id, day), []).append(outcome)
+    for task_id, logical_date, outcome in rows:
+        found.setdefault((task_id, day(logical_date)), []).append(outcome)
     return found
 
 
@@ -147,85 +166,85 @@ def instant(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
-def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(cli_env, dags_dir):
+def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(env, dags_dir):
     write_flaky(dags_dir)
-    failed = backfill("flaky", *RANGE, env=cli_env)
+    failed = backfill("flaky", *RANGE, env=env)
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert summary(failed)[:2] == (4, 1)
     assert "dagrun tasks failed flaky" in failed.stderr
     assert f"--start {DAYS[0]} --end {DAYS[-1]} --rerun-failed" in failed.stderr
     assert "Traceback" not in failed.stderr
 
-    (dead,) = json_out("tasks", "failed", "flaky", env=cli_env)
+    (dead,) = json_out("tasks", "failed", "flaky", env=env)
     assert {"dag_id", "task_id", "logical_date", "try_number", "error"} <= set(dead)
     assert (dead["dag_id"], dead["task_id"]) == ("flaky", "extract")
     assert dead["logical_date"] == f"{DAYS[2]}T00:00:00+00:00"
     assert dead["try_number"] == 1
     assert dead["error"] == f"ValueError: bad input on {DAYS[2]}"
-    listed = dagrun("tasks", "failed", "flaky", env=cli_env)
+    listed = dagrun("tasks", "failed", "flaky", env=env)
     assert listed.returncode == 0
     (line,) = [line for line in listed.stdout.splitlines() if line.startswith("flaky")]
     assert "extract" in line and DAYS[2] in line and f"bad input on {DAYS[2]}" in line
 
-    runs = json_out("runs", "list", "flaky", env=cli_env)
+    runs = json_out("runs", "list", "flaky", env=env)
     assert [r["state"] for r in runs] == ["success", "success", "failed", "success", "success"]
-    assert task_states(cli_env, "flaky", DAYS[2]) == {
+    assert task_states(env, "flaky", DAYS[2]) == {
         "extract": "failed",
         "load": "upstream_failed",
         "audit": "success",
     }
-    assert task_states(cli_env, "flaky", DAYS[3]) == dict.fromkeys(
+    assert task_states(env, "flaky", DAYS[3]) == dict.fromkeys(
         ["extract", "load", "audit"], "success"
     )
 
     # The same command again: the failed date is reported and kept, nothing changes.
-    before = row_counts(cli_env)
-    again = backfill("flaky", *RANGE, env=cli_env)
+    before = row_counts(env)
+    again = backfill("flaky", *RANGE, env=env)
     assert again.returncode == 1, again.stdout + again.stderr
     (kept,) = [line for line in again.stderr.splitlines() if "skipped-failed" in line]
     assert DAYS[2] in kept and "--rerun-failed" in kept
-    assert row_counts(cli_env) == before
+    assert row_counts(env) == before
 
     write_flaky(dags_dir, fail_on=None)
-    fixed = backfill("flaky", *RANGE, "--rerun-failed", env=cli_env)
+    fixed = backfill("flaky", *RANGE, "--rerun-failed", env=env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert summary(fixed)[:2] == (1, 0)
-    assert [r["state"] for r in json_out("runs", "list", "flaky", env=cli_env)] == ["success"] * 5
-    assert json_out("tasks", "failed", "flaky", env=cli_env) == []
-    history = attempts(cli_env)
+    assert [r["state"] for r in json_out("runs", "list", "flaky", env=env)] == ["success"] * 5
+    assert json_out("tasks", "failed", "flaky", env=env) == []
+    history = attempts(env)
     assert history.pop(("extract", DAYS[2])) == ["failed", "success"]
     assert history.pop(("load", DAYS[2])) == ["success"]  # upstream_failed never ran before
     assert len(history) == 3 * 5 - 2
     assert set(map(tuple, history.values())) == {("success",)}
 
 
-def test_depends_on_past_holds_later_dates_until_the_past_succeeds(cli_env, dags_dir):
+def test_depends_on_past_holds_later_dates_until_the_past_succeeds(env, dags_dir):
     write_flaky(dags_dir, max_active=2, depends_on_past=True)
-    failed = backfill("flaky", *RANGE, env=cli_env)  # must end, not wait forever
+    failed = backfill("flaky", *RANGE, env=env)  # must end, not wait forever
     assert failed.returncode == 1, failed.stdout + failed.stderr
     assert "depends_on_past" in failed.stderr
     assert DAYS[3] in failed.stderr and DAYS[4] in failed.stderr
-    history = attempts(cli_env)
+    history = attempts(env)
     assert ("extract", DAYS[3]) not in history and ("extract", DAYS[4]) not in history
-    assert [r["state"] for r in json_out("runs", "list", "flaky", env=cli_env)][:3] == [
+    assert [r["state"] for r in json_out("runs", "list", "flaky", env=env)][:3] == [
         "success",
         "success",
         "failed",
     ]
 
     write_flaky(dags_dir, fail_on=None, max_active=2, depends_on_past=True)
-    fixed = backfill("flaky", *RANGE, "--rerun-failed", env=cli_env)
+    fixed = backfill("flaky", *RANGE, "--rerun-failed", env=env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert [r["state"] for r in json_out("runs", "list", "flaky", env=cli_env)] == ["success"] * 5
+    assert [r["state"] for r in json_out("runs", "list", "flaky", env=env)] == ["success"] * 5
     spans = sql(
-        cli_env,
-        "SELECT substr(r.logical_date, 1, 10), a.started_at, a.ended_at FROM task_attempt a "
+        env,
+        "SELECT r.logical_date, a.started_at, a.ended_at FROM task_attempt a "
         "JOIN dag_run r ON r.id = a.run_pk WHERE a.task_id = 'extract' AND a.outcome = 'success' "
         "ORDER BY r.logical_date",
     )
-    assert [day for day, _, _ in spans] == DAYS
-    for (_, _, past_end), (day, start, _) in itertools.pairwise(spans):
-        assert start >= past_end, f"extract of {day} started before its past ended"
+    assert [day(logical) for logical, _, _ in spans] == DAYS
+    for (_, _, past_end), (logical, start, _) in itertools.pairwise(spans):
+        assert start >= past_end, f"extract of {day(logical)} started before its past ended"
 
 
 def test_reset_reruns_every_task_once_more_in_the_same_runs(cli_env, dags_dir):
