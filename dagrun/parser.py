@@ -195,15 +195,18 @@ def _line_in(path: str, exc: BaseException) -> int | None:
 
 
 @contextmanager
-def _isolated(path: str) -> Iterator[None]:
+def isolated(path: str) -> Iterator[None]:
     """Undo what importing ``path`` did to ``sys.path`` and ``sys.modules``.
 
-    The parse child imports many files, so without this a second ``import utils`` from
-    another folder would get the first folder's cached ``utils``, and a file could import
-    helpers that only an earlier file's folder holds. Library modules stay cached (fast).
+    Parse children and worker children import many files, so without this a second
+    ``import utils`` from another folder would get the first folder's cached ``utils``, and a
+    file could import helpers that only an earlier file's folder holds. Library modules stay
+    cached (fast). A worker runs each attempt inside this too, so a task that imports a
+    helper lazily finds its own folder's.
     """
     saved_path = list(sys.path)
     before = set(sys.modules)
+    sys.path.insert(0, os.path.dirname(path))
     folder = os.path.dirname(path) + os.sep
     try:
         yield
@@ -221,7 +224,7 @@ def _child(conn: Connection, paths: list[str]) -> None:
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
     for path in paths:
-        with _isolated(path):
+        with isolated(path):
             specs, error = load_file(path)
         reason = (error.reason, error.line) if error else None
         conn.send((path, [s.to_json() for s in specs], reason))

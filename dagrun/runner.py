@@ -32,7 +32,7 @@ from jinja2 import Environment, StrictUndefined, TemplateError
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError
-from dagrun.parser import import_file
+from dagrun.parser import import_file, isolated
 from dagrun.states import AttemptOutcome
 
 MAX_RETURN_BYTES = 1_000_000
@@ -140,14 +140,8 @@ def _run_logged(
         request.fence_token,
     )
     try:
-        task = cache.task(request.fileloc, request.dag_id, request.task_id)
-        if isinstance(task, BashTask):
-            _run_bash(task, context, on_process_group)
-            value = None
-        elif isinstance(task, PythonTask):
-            value = _run_python(task, context, request.inputs)
-        else:
-            raise TypeError(f"cannot run task of type {type(task).__name__}")
+        with isolated(request.fileloc):
+            value = _run_task(request, context, cache, on_process_group)
         encoded = _encode(value)
     except NonRetryableError as exc:
         log.error("non-retryable failure:\n%s", traceback.format_exc())
@@ -157,6 +151,21 @@ def _run_logged(
         return AttemptResult(AttemptOutcome.FAILED, _one_line(exc))
     log.info("success")
     return AttemptResult(AttemptOutcome.SUCCESS, return_value=encoded)
+
+
+def _run_task(
+    request: AttemptRequest,
+    context: TaskContext,
+    cache: DagCache,
+    on_process_group: Callable[[int], None] | None,
+) -> Any:
+    task = cache.task(request.fileloc, request.dag_id, request.task_id)
+    if isinstance(task, BashTask):
+        _run_bash(task, context, on_process_group)
+        return None
+    if isinstance(task, PythonTask):
+        return _run_python(task, context, request.inputs)
+    raise TypeError(f"cannot run task of type {type(task).__name__}")
 
 
 def _one_line(exc: BaseException) -> str:

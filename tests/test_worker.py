@@ -8,8 +8,9 @@ from pathlib import Path
 from sqlalchemy import select
 
 from dagrun.store import queries
-from dagrun.store.schema import task_attempt
-from tests.helpers import run_once, write_dag
+from dagrun.store.schema import task_attempt, task_instance
+from dagrun.worker import Worker, WorkerOptions
+from tests.helpers import queue_run, run_once, write_dag
 
 
 def attempts_of(store, task_id: str) -> list[dict]:
@@ -167,3 +168,40 @@ def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
     first, second = (Path(p).read_text() for p in paths)
     assert "stdout line 1" in first and "logged line 1" in first and "RuntimeError" in first
     assert "stdout line 2" in second and "first try fails" not in second
+
+
+def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):
+    for team in TEAMS:
+        write_dag(dags_dir / team, "utils.py", f'VALUE = "{team}"\n')
+        write_dag(
+            dags_dir / team,
+            f"{team}_dag.py",
+            f"""
+            from dagrun import DAG, task
+
+            with DAG("{team}", schedule=None):
+                @task
+                def which():
+                    import utils
+
+                    return utils.VALUE
+
+                which()
+            """,
+        )
+    runs = {team: queue_run(sqlite_store, dags_dir, team, run_id=f"r-{team}") for team in TEAMS}
+    options = WorkerOptions(concurrency=1, log_dir=dags_dir.parent / "logs")
+
+    def done() -> bool:
+        with sqlite_store.read() as conn:
+            return queries.all_finished(conn, list(runs.values()))
+
+    Worker(sqlite_store, options, until=done).run()
+    with sqlite_store.read() as conn:
+        values = dict(
+            conn.execute(select(task_instance.c.dag_id, task_instance.c.return_value)).all()
+        )
+    assert values == {"alpha": '"alpha"', "beta": '"beta"'}
+
+
+TEAMS = ("alpha", "beta")
