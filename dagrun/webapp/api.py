@@ -1,0 +1,174 @@
+"""The JSON API under ``/api`` and the ``/healthz`` probe.
+
+The documents are built from the same view models as the HTML pages, so the API mirrors them;
+every instant is ISO 8601 in UTC, with the DAG's local time alongside where the page shows it.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
+
+from dagrun.store import registry, views
+from dagrun.store.queries import RunRow
+from dagrun.store.views import DagInfo
+from dagrun.webapp.formatting import iso
+from dagrun.webapp.http import Request, Response, json_response
+from dagrun.webapp.models import GridView, TaskLine, read_dag_list, read_grid, read_run
+from dagrun.webapp.paging import Paging
+from dagrun.webapp.urls import log_url
+
+if TYPE_CHECKING:
+    from dagrun.webapp.app import WebApp
+
+log = logging.getLogger("dagrun.web")
+
+
+# ---------------------------------------------------------------- routes
+
+
+def api_dags(app: WebApp, request: Request) -> Response:
+    with app.store.read() as conn:
+        infos, recent, errors = read_dag_list(app.store, conn)
+    return json_response(
+        {
+            "dags": [dag_json(i, recent[i.dag_id]) for i in infos],
+            "import_errors": errors,
+        }
+    )
+
+
+def api_import_errors(app: WebApp, request: Request) -> Response:
+    with app.store.read() as conn:
+        errors = registry.import_errors(conn)
+    return json_response([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
+
+
+def api_grid(app: WebApp, request: Request, dag_id: str) -> Response:
+    return json_response(grid_json(read_grid(app.store, dag_id, Paging.from_query(request.query))))
+
+
+def api_runs(app: WebApp, request: Request, dag_id: str) -> Response:
+    paging = Paging.from_query(request.query)
+    state = request.query.get("state") or None
+    with app.store.read() as conn:
+        info = views.dag_info(conn, dag_id, app.store.now(conn))
+        runs, older = views.run_page(conn, dag_id, paging.before, paging.runs, state)
+    tz = info.spec.timetable.tz
+    return json_response({"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)})
+
+
+def api_run(app: WebApp, request: Request, dag_id: str, run_id: str) -> Response:
+    view = read_run(app.store, dag_id, run_id)
+    document = run_json(view.run, view.dag.spec.timetable.tz)
+    document["tasks"] = [task_json(dag_id, view.run, line) for line in view.lines]
+    return json_response(document)
+
+
+def healthz(app: WebApp, request: Request) -> Response:
+    """200 when the database answers a read, 503 (not a 500 page) when it does not."""
+    try:
+        with app.store.read() as conn:
+            version = app.store.schema_version(conn)
+    except Exception as exc:
+        log.warning("health check failed: %s", exc)
+        return json_response({"status": "error", "error": "database unavailable"}, 503)
+    return json_response({"status": "ok", "database": app.store.dialect, "schema_version": version})
+
+
+# ---------------------------------------------------------------- JSON shapes
+
+
+def dag_json(info: DagInfo, recent: list[RunRow]) -> dict[str, Any]:
+    tz = info.spec.timetable.tz
+    upcoming = info.next_logical_date
+    return {
+        "dag_id": info.dag_id,
+        "description": info.spec.description,
+        "schedule": info.spec.schedule_text,
+        "timezone": info.spec.timezone,
+        "paused": info.is_paused,
+        "active": info.is_active,
+        "fileloc": info.fileloc,
+        "tags": list(info.spec.tags),
+        "tasks": [t.task_id for t in info.spec.tasks],
+        "next_logical_date": iso(upcoming),
+        "local_next_logical_date": upcoming.astimezone(tz).isoformat() if upcoming else None,
+        "recent_runs": [run_json(r, tz) for r in recent],
+    }
+
+
+def run_json(run: RunRow, tz: ZoneInfo) -> dict[str, Any]:
+    return {
+        "run_id": run.run_id,
+        "logical_date": iso(run.logical_date),
+        "local_logical_date": run.logical_date.astimezone(tz).isoformat(),
+        "data_interval_start": iso(run.data_interval_start),
+        "data_interval_end": iso(run.data_interval_end),
+        "state": run.state,
+        "run_type": run.run_type,
+        "start_date": iso(run.start_date),
+        "end_date": iso(run.end_date),
+        "duration": run.duration,
+    }
+
+
+def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
+    ti = line.instance
+    return {
+        "task_id": line.task_id,
+        "state": line.state,
+        "try_number": ti.try_number if ti else 0,
+        "max_tries": ti.max_tries if ti else 0,
+        "start_date": iso(ti.start_date) if ti else None,
+        "end_date": iso(ti.end_date) if ti else None,
+        "duration": line.duration,
+        "error": ti.last_error if ti else None,
+        "removed": line.removed,
+        "attempts": [
+            {
+                "try_number": a.try_number,
+                "worker": a.worker,
+                "outcome": a.outcome,
+                "started_at": iso(a.started_at),
+                "ended_at": iso(a.ended_at),
+                "error": a.error,
+                "log_url": log_url(dag_id, run.run_id, line.task_id, a.try_number),
+            }
+            for a in line.attempts
+        ],
+    }
+
+
+def grid_json(grid: GridView) -> dict[str, Any]:
+    tz = grid.dag.spec.timetable.tz
+    return {
+        "dag_id": grid.dag.dag_id,
+        "timezone": grid.dag.spec.timezone,
+        "runs": [run_json(c.run, tz) for c in grid.columns],
+        "tasks": [
+            {
+                "task_id": row.task_id,
+                "removed": row.removed,
+                "cells": [
+                    {
+                        "run_id": c.run_id,
+                        "state": c.state,
+                        "try_number": c.try_number,
+                        "max_tries": c.max_tries,
+                        "duration": c.duration,
+                    }
+                    for c in row.cells
+                ],
+            }
+            for row in grid.rows
+        ],
+        "page": {
+            "runs": grid.paging.runs,
+            "before": iso(grid.paging.before),
+            "older_before": iso(grid.page.older_before),
+            "has_newer": grid.page.has_newer,
+            "newer_before": iso(grid.page.newer_before),
+        },
+    }

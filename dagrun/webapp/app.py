@@ -1,0 +1,100 @@
+"""The WSGI application: dispatch one request and turn every failure into a page.
+
+Unknown DAGs, runs, tasks and tries are 404 pages; an unexpected error is logged here and
+answered with a 500 page that carries no traceback.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from http import HTTPStatus
+from pathlib import Path
+from typing import Any
+
+from dagrun.errors import StoreError
+from dagrun.store import Store
+from dagrun.store.engine import dagrun_home
+from dagrun.webapp.http import (
+    NOT_FOUND_ERRORS,
+    HttpError,
+    Request,
+    Response,
+    check_method,
+    json_response,
+)
+from dagrun.webapp.routes import route
+from dagrun.webapp.templates import environment, load_static, render
+
+log = logging.getLogger("dagrun.web")
+
+REFRESH_SECONDS = 5
+
+
+class WebApp:
+    """The WSGI application: ``WebApp(store)`` is callable as ``app(environ, start_response)``."""
+
+    def __init__(
+        self,
+        store: Store,
+        *,
+        logs_root: Path | None = None,
+        refresh_seconds: int = REFRESH_SECONDS,
+    ):
+        self.store = store
+        self.logs_root = (logs_root or dagrun_home() / "logs").resolve()
+        self.refresh_seconds = refresh_seconds
+        self.static_files = load_static()
+        self.env = environment(self.static_files)
+
+    def __call__(self, environ: dict[str, Any], start_response: Callable) -> list[bytes]:
+        request = Request.from_environ(environ)
+        response = self.respond(request)
+        status = HTTPStatus(response.status)
+        start_response(f"{status.value} {status.phrase}", response.header_list())
+        return [b""] if request.method == "HEAD" else [response.body]
+
+    def respond(self, request: Request) -> Response:
+        """Route one request and turn every failure into a page: never a traceback."""
+        try:
+            check_method(request)
+            handler, params = route(request.path)
+            return handler(self, request, **params)
+        except HttpError as exc:
+            return self._error(request, exc.status, exc.message, exc.headers)
+        except NOT_FOUND_ERRORS as exc:
+            return self._error(request, HTTPStatus.NOT_FOUND, str(exc))
+        except StoreError as exc:
+            log.warning("database unavailable for %s: %s", request.path, exc)
+            return self._error(
+                request, HTTPStatus.SERVICE_UNAVAILABLE, "the database is unavailable"
+            )
+        except Exception:
+            log.exception("error serving %s %s", request.method, request.path)
+            return self._error(request, HTTPStatus.INTERNAL_SERVER_ERROR, "internal error")
+
+    def _error(
+        self,
+        request: Request,
+        status: int,
+        message: str,
+        headers: Iterable[tuple[str, str]] = (),
+    ) -> Response:
+        if request.wants_json:
+            response = json_response({"error": message, "status": int(status)}, status)
+        else:
+            try:
+                response = render(
+                    self.env,
+                    "error.html",
+                    request,
+                    status,
+                    code=HTTPStatus(status),
+                    message=message,
+                )
+            except Exception:
+                log.exception("error page failed to render")
+                response = Response(message.encode(), "text/plain; charset=utf-8")
+        response.status = status
+        response.headers.extend(headers)
+        return response

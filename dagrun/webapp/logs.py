@@ -1,0 +1,48 @@
+"""Reading an attempt's log safely: named by (dag, run, task, try), never by a path from the URL.
+
+The path the store recorded must resolve inside the logs folder, and only the tail of a huge
+file is read: at most ``dagrun.webapp.LOG_TAIL_BYTES``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from dagrun.webapp.http import Forbidden, NotFound
+
+
+@dataclass(frozen=True)
+class LogText:
+    path: Path
+    text: str
+    skipped_bytes: int
+
+
+def read_log(recorded: str | None, root: Path) -> LogText:
+    """The tail of an attempt's log, only if its real path lies inside the logs folder.
+
+    ``resolve()`` follows ``..`` and symbolic links first, so neither a crafted path in the
+    store nor a link planted in the folder can reach a file outside it.
+    """
+    if not recorded:
+        raise NotFound("this attempt recorded no log file")
+    path = Path(recorded).resolve()
+    if not path.is_relative_to(root.resolve()):
+        raise Forbidden("the recorded log file lies outside the logs folder")
+    if not path.is_file():
+        raise NotFound("the log file is not on this host")
+    tail_bytes = _tail_bytes()
+    size = path.stat().st_size
+    skipped = max(0, size - tail_bytes)
+    with path.open("rb") as handle:
+        handle.seek(skipped)
+        data = handle.read(tail_bytes)
+    return LogText(path, data.decode("utf-8", "replace"), skipped)
+
+
+def _tail_bytes() -> int:
+    """The package's setting, looked up on every read so that changing it there takes effect."""
+    from dagrun import webapp  # the package imports this module: look it up late
+
+    return webapp.LOG_TAIL_BYTES

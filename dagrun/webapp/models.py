@@ -1,0 +1,188 @@
+"""The view models the HTML pages and the ``/api`` routes share, so the API mirrors the pages.
+
+Each ``read_*`` function reads inside one short read transaction (a WAL snapshot on SQLite) and
+builds its model after the transaction ends, so no lock is held while HTML is built or sent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from dagrun.states import TaskState
+from dagrun.store import Store, queries, views
+from dagrun.store.queries import RunRow, TaskRow
+from dagrun.store.views import DagInfo, GridPage
+from dagrun.webapp.formatting import fmt_duration, live_duration, local, utc
+from dagrun.webapp.paging import Paging
+from dagrun.webapp.urls import run_url
+
+RECENT_RUNS_PER_DAG = 14
+
+
+@dataclass(frozen=True)
+class GridColumn:
+    """One run as a grid column, with what each of its cells repeats worked out once."""
+
+    run: RunRow
+    href: str
+    local: str
+    utc: str
+
+
+@dataclass(frozen=True)
+class GridCell:
+    task_id: str
+    column: GridColumn
+    state: str
+    try_number: int
+    max_tries: int
+    duration: float | None
+
+    @property
+    def run_id(self) -> str:
+        return self.column.run.run_id
+
+    @property
+    def title(self) -> str:
+        """What hovering shows: state, try and duration, and the date in both zones."""
+        return (
+            f"{self.task_id} · {self.state}\ntry {self.try_number} of {self.max_tries} · "
+            f"{fmt_duration(self.duration)}\n{self.column.local} ({self.column.utc})"
+        )
+
+    @property
+    def href(self) -> str:
+        return f"{self.column.href}#task-{self.task_id}"
+
+
+@dataclass(frozen=True)
+class GridRow:
+    task_id: str
+    removed: bool
+    cells: list[GridCell]
+
+
+@dataclass(frozen=True)
+class TaskLine:
+    """One task of a run: its instance (None before the run was admitted) and attempts."""
+
+    task_id: str
+    removed: bool
+    instance: TaskRow | None
+    attempts: list[views.Attempt]
+    duration: float | None
+
+    @property
+    def state(self) -> str:
+        return self.instance.state if self.instance else TaskState.NONE.value
+
+
+@dataclass(frozen=True)
+class GridView:
+    """Everything the grid page and ``/api/dags/<id>/grid`` show, read in one transaction."""
+
+    dag: DagInfo
+    page: GridPage
+    columns: list[GridColumn]
+    rows: list[GridRow]
+    paging: Paging
+    active: bool
+
+
+@dataclass(frozen=True)
+class RunView:
+    dag: DagInfo
+    run: RunRow
+    lines: list[TaskLine]
+
+
+# ---------------------------------------------------------------- reading a view
+
+
+def read_dag_list(
+    store: Store, conn: Connection
+) -> tuple[list[DagInfo], dict[str, list[RunRow]], int]:
+    """The DAGs, their recent runs and the import error count, inside the caller's read."""
+    infos = views.dag_infos(conn, store.now(conn))
+    recent = views.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
+    return infos, recent, views.import_error_count(conn)
+
+
+def read_grid(store: Store, dag_id: str, paging: Paging) -> GridView:
+    with store.read() as conn:
+        now = store.now(conn)
+        info = views.dag_info(conn, dag_id, now)
+        page = views.grid_page(conn, dag_id, paging.before, paging.runs)
+        active = views.has_active_runs(conn, dag_id)
+    columns = grid_columns(info, page)
+    rows = grid_rows(columns, page, _task_order(info, page.task_ids), now)
+    return GridView(info, page, columns, rows, paging, active)
+
+
+def read_run(store: Store, dag_id: str, run_id: str) -> RunView:
+    with store.read() as conn:
+        now = store.now(conn)
+        info = views.dag_info(conn, dag_id, now)
+        run = queries.run_by_id(conn, dag_id, run_id)
+        instances = queries.task_instances(conn, [run.id])
+        attempts = views.run_attempts(conn, run.id)
+    return RunView(info, run, task_lines(info, instances, attempts, now))
+
+
+# ---------------------------------------------------------------- building a view
+
+
+def _task_order(info: DagInfo, found: Iterable[str]) -> list[tuple[str, bool]]:
+    """Tasks in topological order, then tasks of past runs no longer in the DAG (removed)."""
+    known = [t.task_id for t in info.spec.tasks]
+    extra = sorted(set(found) - set(known))
+    return [(t, False) for t in known] + [(t, True) for t in extra]
+
+
+def grid_columns(info: DagInfo, page: GridPage) -> list[GridColumn]:
+    tz = info.spec.timetable.tz
+    return [
+        GridColumn(
+            run,
+            run_url(info.dag_id, run.run_id),
+            local(run.logical_date, tz),
+            utc(run.logical_date),
+        )
+        for run in page.runs
+    ]
+
+
+def grid_rows(
+    columns: list[GridColumn], page: GridPage, tasks: list[tuple[str, bool]], now: datetime
+) -> list[GridRow]:
+    """Rows of cells (task by run) built once, for the HTML grid and the JSON grid alike."""
+    return [
+        GridRow(task_id, removed, [_grid_cell(task_id, c, page, now) for c in columns])
+        for task_id, removed in tasks
+    ]
+
+
+def _grid_cell(task_id: str, column: GridColumn, page: GridPage, now: datetime) -> GridCell:
+    cell = page.cell(column.run.id, task_id)
+    if cell is None:  # the run has not been admitted yet, or the task is newer than the run
+        return GridCell(task_id, column, TaskState.NONE.value, 0, 0, None)
+    duration = live_duration(cell.state, cell.duration, cell.start_date, now)
+    return GridCell(task_id, column, cell.state, cell.try_number, cell.max_tries, duration)
+
+
+def task_lines(
+    info: DagInfo, instances: list[TaskRow], attempts: dict[str, list[views.Attempt]], now: datetime
+) -> list[TaskLine]:
+    by_task = {t.task_id: t for t in instances}
+    lines = []
+    for task_id, removed in _task_order(info, by_task):
+        instance = by_task.get(task_id)
+        duration = None
+        if instance is not None:
+            duration = live_duration(instance.state, instance.duration, instance.start_date, now)
+        lines.append(TaskLine(task_id, removed, instance, attempts.get(task_id, []), duration))
+    return lines

@@ -1,0 +1,49 @@
+"""The URL table: which handler answers which path, and the ids each path names.
+
+Ids are limited to safe characters; a log is named by (dag, run, task, try), never by a path.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from dagrun.webapp import api, metrics, pages
+from dagrun.webapp.http import NotFound, Response
+
+#: Called as ``handler(app, request, **params)`` with the path's named groups as params.
+Handler = Callable[..., Response]
+
+_ID = r"(?P<{}>[A-Za-z0-9_.-]+)"
+_DAG = _ID.format("dag_id")
+_RUN = r"(?P<run_id>.+)"
+_LOG = (
+    rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/tries/(?P<try_number>\d{{1,9}})/log"
+)
+ROUTES: list[tuple[re.Pattern[str], Handler]] = [
+    (re.compile(pattern), handler)
+    for pattern, handler in [
+        (r"/", pages.dag_list),
+        (r"/import-errors", pages.import_errors),
+        (rf"/dags/{_DAG}(?:/grid)?", pages.grid),
+        (_LOG, pages.log),
+        (rf"/dags/{_DAG}/runs/{_RUN}", pages.run),
+        (r"/static/(?P<name>[A-Za-z0-9_.-]+)", pages.static),
+        (r"/api/dags", api.api_dags),
+        (r"/api/import-errors", api.api_import_errors),
+        (rf"/api/dags/{_DAG}/grid", api.api_grid),
+        (rf"/api/dags/{_DAG}/runs", api.api_runs),
+        (rf"/api/dags/{_DAG}/runs/{_RUN}", api.api_run),
+        (r"/healthz", api.healthz),
+        (r"/metrics", metrics.metrics),
+    ]
+]
+
+
+def route(path: str) -> tuple[Handler, dict[str, str]]:
+    """The first handler whose pattern matches the whole path, and the ids it names."""
+    for pattern, handler in ROUTES:
+        match = pattern.fullmatch(path)
+        if match:
+            return handler, match.groupdict()
+    raise NotFound(f"no page at {path}")

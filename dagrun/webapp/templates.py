@@ -1,0 +1,70 @@
+"""The Jinja2 templates and static files shipped in ``dagrun.web``, and rendering a page.
+
+Every string that came from a DAG file, an error or a log is escaped by Jinja's autoescape.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import mimetypes
+from http import HTTPStatus
+from importlib.resources import files
+from typing import Any
+
+from jinja2 import Environment, PackageLoader, StrictUndefined
+
+from dagrun.states import TaskState
+from dagrun.webapp.formatting import fmt_duration, iso, local, utc
+from dagrun.webapp.http import Request, Response
+from dagrun.webapp.urls import grid_url, log_url, run_url, url_with
+
+StaticFiles = dict[str, tuple[bytes, str]]
+
+
+def load_static() -> StaticFiles:
+    """Static files read once into memory: a request names a file, never a path."""
+    folder = files("dagrun.web").joinpath("static")
+    found = {}
+    for entry in folder.iterdir():
+        if entry.is_file():
+            kind = mimetypes.guess_type(entry.name)[0] or "application/octet-stream"
+            found[entry.name] = (entry.read_bytes(), kind)
+    return found
+
+
+def environment(static_files: StaticFiles) -> Environment:
+    """The template environment, its static links versioned by content for caching."""
+    env = Environment(
+        loader=PackageLoader("dagrun.web", "templates"),
+        autoescape=True,
+        undefined=StrictUndefined,
+        trim_blocks=True,
+        lstrip_blocks=True,
+    )
+    versions = {n: hashlib.sha1(b).hexdigest()[:10] for n, (b, _) in static_files.items()}
+    env.globals.update(
+        grid_url=grid_url,
+        run_url=run_url,
+        log_url=log_url,
+        static=lambda name: f"/static/{name}?v={versions[name]}",
+        states=[s.value for s in TaskState],
+    )
+    env.filters.update(local=local, utc=utc, iso=iso, duration=fmt_duration)
+    return env
+
+
+def render(
+    env: Environment,
+    template: str,
+    request: Request,
+    status: int = HTTPStatus.OK,
+    refresh: int = 0,
+    **context: Any,
+) -> Response:
+    body = env.get_template(template).render(
+        request=request,
+        self_url=lambda **changes: url_with(request, **changes),
+        refresh=refresh,
+        **context,
+    )
+    return Response(body.encode(), status=status)

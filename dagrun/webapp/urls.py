@@ -1,0 +1,31 @@
+"""The URLs of the pages, built from ids: every id is percent-encoded, never trusted as a path."""
+
+from __future__ import annotations
+
+from typing import Any
+from urllib.parse import quote, urlencode
+
+from dagrun.webapp.http import Request
+
+
+def _q(value: str) -> str:
+    return quote(value, safe="")
+
+
+def grid_url(dag_id: str, **query: Any) -> str:
+    params = {k: v for k, v in query.items() if v is not None}
+    return f"/dags/{_q(dag_id)}/grid" + (f"?{urlencode(params)}" if params else "")
+
+
+def run_url(dag_id: str, run_id: str) -> str:
+    return f"/dags/{_q(dag_id)}/runs/{_q(run_id)}"
+
+
+def log_url(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
+    return f"{run_url(dag_id, run_id)}/tasks/{_q(task_id)}/tries/{try_number}/log"
+
+
+def url_with(request: Request, **changes: Any) -> str:
+    """This page's URL with some query parameters changed (None removes one)."""
+    query = {k: v for k, v in {**request.query, **changes}.items() if v is not None}
+    return quote(request.path, safe="/") + (f"?{urlencode(query)}" if query else "")
