@@ -118,14 +118,7 @@ def backfill(
     )
     if result.interrupted:
         click.echo("interrupted: run the same command again to resume", err=True)
-    if result.stuck:
-        on_past = ", ".join(t.task_id for t in spec.tasks if t.depends_on_past)
-        click.echo(
-            f"{len(result.stuck)} run(s) cannot go on: {on_past} (depends_on_past) wait for "
-            "a previous run that did not succeed: "
-            + ", ".join(_local(d, tz) for d in result.stuck),
-            err=True,
-        )
+    _echo_stuck(spec, result.stuck)
     if runs.get("failed") or result.stuck:
         click.echo(
             f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with `{rerun_hint}`",
@@ -133,6 +126,16 @@ def backfill(
         )
     if result.failed or kept_failed:
         raise click.exceptions.Exit(1)
+
+
+def _echo_stuck(spec: DagSpec, stuck: list[datetime]) -> None:
+    if stuck:
+        on_past = ", ".join(t.task_id for t in spec.tasks if t.depends_on_past)
+        click.echo(
+            f"{len(stuck)} run(s) cannot go on: {on_past} (depends_on_past) wait for a previous "
+            "run that did not succeed: " + ", ".join(_local(d, spec.timetable.tz) for d in stuck),
+            err=True,
+        )
 
 
 def _local(instant: datetime, tz) -> str:
@@ -206,7 +209,8 @@ def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
 def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | None):
     driver = RunDriver(app.store, spec, run_pks, workers=workers)
     with stop_signals(driver.stop):
-        driver.run()
+        result = driver.run()
+    _echo_stuck(spec, result.stuck)
     with app.store.read() as conn:
         return queries.run_by_pk(conn, run_pks[0])
 

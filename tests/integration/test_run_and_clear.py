@@ -31,7 +31,7 @@ with DAG("chain", schedule="@daily", start_date="2026-01-01", max_active_runs=4,
     def a(ds, try_number):
         print(f"a ran for {{ds}} (try {{try_number}}, parent {{os.getppid()}})")
 
-    @task
+    @task(depends_on_past={depends_on_past})
     def b(ds):
         print(f"b ran for {{ds}}")
         if ds == FAIL_ON:
@@ -73,8 +73,8 @@ def chain(cli_env: dict[str, str], dags_dir: Path) -> dict[str, str]:
     return cli_env
 
 
-def write_chain(dags_dir: Path, fail_on: str | None) -> None:
-    write_dag(dags_dir, "chain.py", CHAIN.format(fail_on=fail_on))
+def write_chain(dags_dir: Path, fail_on: str | None, depends_on_past: bool = False) -> None:
+    write_dag(dags_dir, "chain.py", CHAIN.format(fail_on=fail_on, depends_on_past=depends_on_past))
 
 
 def dagrun(
@@ -178,6 +178,17 @@ def test_run_on_a_date_that_has_a_run_is_refused(chain):
     before = row_counts(chain)
     assert_usage_error(dagrun("run", "chain", "--date", DAYS[0], env=chain), "already has run")
     assert row_counts(chain) == before
+
+
+def test_a_run_whose_past_failed_ends_and_says_why(cli_env, dags_dir):
+    write_chain(dags_dir, fail_on=DAYS[1], depends_on_past=True)
+    assert dagrun("backfill", "chain", "--start", DAYS[0], "--end", DAYS[1], env=cli_env).returncode
+    waiting = dagrun("run", "chain", "--date", DAYS[2], env=cli_env)  # must not wait forever
+    assert waiting.returncode == 1, waiting.stdout + waiting.stderr
+    assert f"b (depends_on_past) wait for a previous run that did not succeed: {DAYS[2]}" in (
+        waiting.stderr
+    )
+    assert attempt_counts(cli_env).get(("b", DAYS[2])) is None
 
 
 # ---------------------------------------------------------------- clear
