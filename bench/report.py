@@ -7,7 +7,7 @@ from __future__ import annotations
 
 HEADERS = [
     "workload",
-    "ratio to floor",
+    "ratio to floor (best/best)",
     "dagrun /s",
     "floor /s",
     "wall s median (min-max)",
@@ -34,7 +34,7 @@ def _row(name: str, r: dict) -> list[str]:
     memory = f"{_num(r.get('peak_rss_mb'), 0)} ({_num(r.get('peak_pss_mb'), 0)})"
     return [
         name,
-        _num(r.get("ratio"), 3),
+        f"{_num(r.get('ratio'), 3)} ({_num(r.get('ratio_best'), 3)})",
         _num(r.get("rate"), 0),
         _num(r.get("floor", {}).get("rate"), 0),
         _wall(r.get("wall_s")),
@@ -146,7 +146,9 @@ def render(document: dict) -> str:
         f"dagrun benchmark{' (tiny)' if document['tiny'] else ''}: {document['started']}, "
         f"Python {m['python']}, {m['cpus']} CPUs, median of {document['repeat']} run(s), "
         f"dagrun at {m.get('git', '?')}, load average at start "
-        f"{m['load_average_at_start'][0]:.1f}\n"
+        f"{m['load_average_at_start'][0]:.1f}, SQLite commit (fsync) "
+        f"{m.get('commit_ms', {}).get('median', 0):.2f} ms median, "
+        f"{m.get('commit_ms', {}).get('max', 0):.2f} ms max\n"
         "ratio = dagrun units/s / floor units/s (plain Python + sqlite3, one commit per "
         "task, WAL, synchronous=FULL, run as a subprocess); higher is better, 1.0 = the floor"
     )

@@ -69,9 +69,31 @@ def machine() -> dict:
         "platform": platform.platform(),
         "cpus": os.cpu_count(),
         "load_average_at_start": os.getloadavg(),
+        "commit_ms": commit_probe(),
         "dagrun_cli": " ".join(workloads.dagrun_command()),
         "git": git_state(),
     }
+
+
+def commit_probe(commits: int = 50) -> dict:
+    """Latency of one durable SQLite commit here and now: the unit the floor is made of."""
+    from bench.floor import TASK_TABLE, connect
+    from bench.measure import spread
+
+    with tempfile.TemporaryDirectory(prefix="dagrun-bench-probe-") as folder:
+        conn = connect(str(Path(folder) / "probe.db"))
+        conn.execute(TASK_TABLE)
+        times = []
+        for i in range(commits):
+            started = time.perf_counter()
+            conn.execute("BEGIN")
+            conn.execute("INSERT INTO task_instance VALUES ('p', ?, 'success', 1, 0, 0)", (i,))
+            conn.execute("COMMIT")
+            times.append(1000 * (time.perf_counter() - started))
+        conn.close()
+    found = spread(times)
+    del found["runs"]
+    return found
 
 
 def git_state() -> str:

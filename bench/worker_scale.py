@@ -280,9 +280,11 @@ def w4(ctx: Context) -> dict:
         floors.append(floors_m.seconds)
         inner.append(seconds)
     floor_rate = tasks / spread(floors)["median"]
+    floor_best = tasks / spread(floors)["min"]
     for n in counts:
-        by_count[str(n)] = summarise(samples[n], tasks)
-        by_count[str(n)]["ratio"] = by_count[str(n)]["executions_per_s"] / floor_rate
+        entry = by_count[str(n)] = summarise(samples[n], tasks)
+        entry["ratio"] = entry["executions_per_s"] / floor_rate
+        entry["ratio_best"] = tasks / entry["wall_s"]["min"] / floor_best
     one = by_count[str(counts[0])]["executions_per_s"]
     for entry in by_count.values():
         entry["speedup_vs_1"] = entry["executions_per_s"] / one
@@ -294,6 +296,7 @@ def w4(ctx: Context) -> dict:
         "workers": by_count,
         "rate": best["executions_per_s"],
         "ratio": best["ratio"],
+        "ratio_best": best["ratio_best"],
         "wall_s": best["wall_s"],
         "peak_rss_mb": best["peak_rss_mb"],
         "floor": {
