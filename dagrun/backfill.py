@@ -5,6 +5,8 @@ command is idempotent: successful runs are skipped, an interrupted backfill resu
 stopped (its runs are still waiting, queued or running), and a date never gets a second run.
 Execution reuses the worker with a tick that admits this backfill's runs within
 ``max_active_runs`` (newest first with ``reverse``) and sweeps retries and expired leases.
+With ``depends_on_past`` tasks a run is admitted only once its past succeeded, and a past
+that failed ends the backfill (exit 1, the blocked dates named) instead of waiting forever.
 """
 
 from __future__ import annotations
