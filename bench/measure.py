@@ -28,6 +28,7 @@ class Measurement:
 
     seconds: float
     returncode: int
+    cpu_s: float
     peak_rss_mb: float
     peak_pss_mb: float
     maxrss_mb: float
@@ -118,11 +119,27 @@ class TreeSampler:
         self.peak_pss_kb = max(self.peak_pss_kb, pss)
 
 
-def wait_for(proc: subprocess.Popen) -> tuple[int, int]:
-    """Reap ``proc`` with ``wait4``: its exit code and the kernel's ru_maxrss (KB)."""
-    _pid, status, usage = os.wait4(proc.pid, 0)
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return proc.returncode, usage.ru_maxrss
+def reap(pid: int, deadline: float | None = None) -> tuple[int, float, int] | None:
+    """Reap ``pid`` with ``wait4``: exit code, CPU seconds (user + system, including every
+    descendant it waited for: pool and parse children) and ru_maxrss in KB. With a deadline,
+    None when the process is still running at the deadline."""
+    while True:
+        flags = 0 if deadline is None else os.WNOHANG
+        found, status, usage = os.wait4(pid, flags)
+        if found:
+            cpu = usage.ru_utime + usage.ru_stime
+            return os.waitstatus_to_exitcode(status), cpu, usage.ru_maxrss
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(0.05)
+
+
+def machine_busy() -> tuple[int, int]:
+    """(busy, total) jiffies of all CPUs since boot, from /proc/stat; diff two readings."""
+    with open("/proc/stat") as handle:
+        fields = [int(v) for v in handle.readline().split()[1:]]
+    idle = fields[3] + fields[4]
+    return sum(fields) - idle, sum(fields)
 
 
 def run_command(
@@ -137,13 +154,15 @@ def run_command(
             timer = threading.Timer(timeout, proc.kill)
             timer.start()
             try:
-                code, maxrss_kb = wait_for(proc)
+                code, cpu, maxrss_kb = reap(proc.pid)
+                proc.returncode = code
             finally:
                 timer.cancel()
             seconds = time.perf_counter() - started
     return Measurement(
         seconds=seconds,
         returncode=code,
+        cpu_s=cpu,
         peak_rss_mb=sampler.peak_rss_kb / 1024,
         peak_pss_mb=sampler.peak_pss_kb / 1024,
         maxrss_mb=maxrss_kb / 1024,

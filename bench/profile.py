@@ -5,7 +5,8 @@ the ``dagrun`` command in this process under cProfile (the parent loop: worker c
 forked and not profiled) while counting every SQL statement the parent sends, and prints the
 top functions by cumulative and own time and the statements by total time, each also per
 task. ``--py-spy`` instead samples the whole process tree (children included) with py-spy
-and prints the hottest functions per process. Both write their raw output to ``--out``.
+and prints the hottest functions per process; ``W4`` always uses py-spy on one worker.
+Both write their raw output to ``--out``.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ import os
 import pstats
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -245,9 +247,68 @@ def _short(frame: str) -> str:
     return f"{path}:{function}"
 
 
+def profile_worker(folder: Path, out: Path, tiny: bool, top: int) -> None:
+    """W4's path: one ``dagrun worker --concurrency 2`` on PostgreSQL under py-spy, draining
+    a queue filled in-process, stopped with SIGTERM once the queue is empty."""
+    from bench import worker_scale
+    from bench.measure import TreeSampler
+
+    runs = 50 if tiny else 300
+    graph = graphs.independent(
+        "wide",
+        worker_scale.WIDTH,
+        start=worker_scale.START,
+        max_active_runs=runs,
+        effect_file=str(folder / "effects.log"),
+    )
+    graph.write_dag_file(folder / "dags")
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    raw = out / "py-spy.txt"
+    with worker_scale.pg_schema(worker_scale.pg_base_url()) as url:
+        tasks = worker_scale.fill_queue(url, folder / "dags", graph.dag_id, runs)
+        cmd = [
+            spy,
+            "record",
+            "--subprocesses",
+            "--rate",
+            "200",
+            "--format",
+            "raw",
+            "--nonblocking",
+            "-o",
+            str(raw),
+            "--",
+            *dagrun_command(),
+            "--db",
+            url,
+            "--dags-folder",
+            str(folder / "dags"),
+            "worker",
+            "--concurrency",
+            "2",
+        ]
+        started = time.monotonic()
+        proc = subprocess.Popen(
+            cmd,
+            env=cli_env(folder / "home", folder / "dags"),
+            cwd=folder,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        drained = worker_scale.wait_drained(url, [proc], started + 600)
+        worker = min(TreeSampler([proc.pid]).tree() - {proc.pid})
+        os.kill(worker, signal.SIGTERM)
+        proc.wait(120)
+    print(
+        f"one worker drained {tasks} tasks in {drained - started:.2f} s "
+        f"({tasks / (drained - started):.0f}/s) under py-spy; raw in {raw}"
+    )
+    print_py_spy(raw, top)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.profile", description=__doc__)
-    parser.add_argument("workload", choices=["W1", "W1L", "W2", "W3"])
+    parser.add_argument("workload", choices=["W1", "W1L", "W2", "W3", "W4"])
     parser.add_argument("--tiny", action="store_true")
     parser.add_argument("--top", type=int, default=25)
     parser.add_argument("--py-spy", action="store_true", help="Sample the whole process tree.")
@@ -256,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
     folder = Path(tempfile.mkdtemp(prefix=f"dagrun-profile-{args.workload}-"))
     out = args.out or folder / "out"
     out.mkdir(parents=True, exist_ok=True)
+    if args.workload == "W4":
+        profile_worker(folder, out.resolve(), args.tiny, args.top)
+        return 0
     cli_argv, tasks = prepare(args.workload, folder, args.tiny)
     if args.py_spy:
         profile_py_spy(cli_argv, folder, out.resolve(), tasks, args.top)

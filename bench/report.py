@@ -12,6 +12,7 @@ HEADERS = [
     "floor /s",
     "wall s median (min-max)",
     "ms per unit",
+    "CPU ms per unit (floor)",
     "peak RSS MB (PSS)",
     "what",
 ]
@@ -39,6 +40,7 @@ def _row(name: str, r: dict) -> list[str]:
         _num(r.get("floor", {}).get("rate"), 0),
         _wall(r.get("wall_s")),
         _num(per_unit, 2),
+        f"{_num(r.get('cpu_ms_per_unit'), 2)} ({_num(r.get('floor_cpu_ms_per_unit'), 2)})",
         memory,
         f"{r.get('title', '')} ({units} {r.get('unit', 'unit')}s)" if units else r.get("title", ""),
     ]
@@ -49,7 +51,7 @@ def rows(document: dict) -> list[list[str]]:
     out = []
     for name, r in document["workloads"].items():
         if r.get("status") != "ok":
-            out.append([name, "-", "-", "-", "-", "-", "-", f"{r.get('title', '')} {r['status']}"])
+            out.append([name, *["-"] * 7, f"{r.get('title', '')} {r['status']}"])
         elif "workers" in r:
             for count, w in r["workers"].items():
                 entry = {
@@ -58,9 +60,9 @@ def rows(document: dict) -> list[list[str]]:
                     "unit": "task",
                     "floor": r["floor"],
                     "rate": w["executions_per_s"],
-                    "title": f"{count} worker(s), claims/s {w['claims_per_s']:.0f}, "
-                    f"speedup {w['speedup_vs_1']:.2f}, "
-                    f"exactly once: {w['exactly_once']}",
+                    "cpu_ms_per_unit": w["median_run"].get("workers_cpu_ms_per_task"),
+                    "floor_cpu_ms_per_unit": r.get("floor_cpu_ms_per_unit"),
+                    "title": _worker_title(count, w),
                 }
                 out.append(_row(f"{name} x{count}", entry))
         elif "units" in r:
@@ -68,8 +70,18 @@ def rows(document: dict) -> list[list[str]]:
             out.extend(_extra_rows(name, r))
         else:
             summary = ", ".join(f"{k}={v}" for k, v in r.items() if _scalar(v))[:160]
-            out.append([name, "-", "-", "-", "-", "-", "-", summary])
+            out.append([name, *["-"] * 7, summary])
     return out
+
+
+def _worker_title(count: str, w: dict) -> str:
+    busy = w["median_run"].get("machine_cpu_busy")
+    busy_pct = _num(100 * busy if busy is not None else None, 0)
+    return (
+        f"{count} worker(s) x 2 children, claims/s {w['claims_per_s']:.0f}, "
+        f"speedup {w['speedup_vs_1']:.2f}, machine CPU busy {busy_pct}%, "
+        f"exactly once: {w['exactly_once']}"
+    )
 
 
 def _scalar(value) -> bool:
@@ -78,7 +90,7 @@ def _scalar(value) -> bool:
 
 def _context_row(label: str, spread: dict, memory: dict | None, what: str) -> list[str]:
     mem = f"{memory['peak_rss_mb']:.0f} ({memory['peak_pss_mb']:.0f})" if memory else "-"
-    return [label, "-", "-", "-", _wall(spread), "-", mem, what]
+    return [label, "-", "-", "-", _wall(spread), "-", "-", mem, what]
 
 
 def _extra_rows(name: str, r: dict) -> list[list[str]]:

@@ -20,7 +20,7 @@ from datetime import UTC, date, datetime, timedelta
 from pathlib import Path
 
 from bench import graphs
-from bench.measure import Measurement, TreeSampler, spread
+from bench.measure import Measurement, TreeSampler, machine_busy, reap, spread
 from bench.workloads import Context, cli_env, dagrun_command, graph_floor
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
@@ -134,19 +134,22 @@ def wait_drained(url: str, procs: list[subprocess.Popen], deadline: float) -> fl
         engine.dispose()
 
 
-def stop_workers(procs: list[subprocess.Popen], grace: float = 60.0) -> list[int]:
-    """SIGTERM every worker, wait for a clean exit, SIGKILL any that overstays."""
+def stop_workers(procs: list[subprocess.Popen], grace: float = 60.0) -> tuple[list[int], float]:
+    """SIGTERM every worker, wait for a clean exit, SIGKILL any that overstays; exit codes
+    and the CPU seconds of all workers and their children."""
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
-    codes = []
+    codes, cpu = [], 0.0
     for p in procs:
-        try:
-            codes.append(p.wait(grace))
-        except subprocess.TimeoutExpired:
+        found = reap(p.pid, time.monotonic() + grace)
+        if found is None:
             p.kill()
-            codes.append(p.wait())
-    return codes
+            found = reap(p.pid)
+        p.returncode = found[0]
+        codes.append(found[0])
+        cpu += found[1]
+    return codes, cpu
 
 
 def audit(url: str, effect_file: Path, expected: int) -> dict:
@@ -223,20 +226,25 @@ def drain_once(ctx: Context, base: str, workers: int, runs: int, rep: int) -> di
         queued = fill_queue(url, folder / "dags", graph.dag_id, runs)
         if queued != expected:
             raise RuntimeError(f"W4: {queued} queued after setup, expected {expected}")
+        busy_before = machine_busy()
         started = time.monotonic()
         procs = start_workers(url, folder, workers)
         with TreeSampler([p.pid for p in procs]) as sampler:
             try:
                 drained = wait_drained(url, procs, started + max(120.0, expected / 20))
+                busy_after = machine_busy()
             finally:
-                codes = stop_workers(procs)
+                codes, cpu = stop_workers(procs)
         found = audit(url, effect_file, expected)
     wall = drained - started
+    busy = (busy_after[0] - busy_before[0]) / max(1, busy_after[1] - busy_before[1])
     return {
         "wall_s": wall,
         "claims_per_s": found["attempts"] / wall,
         "executions_per_s": found["task_states"].get("success", 0) / wall,
         "exit_codes": codes,
+        "workers_cpu_ms_per_task": 1000 * cpu / expected,
+        "machine_cpu_busy": busy,
         "peak_rss_mb": sampler.peak_rss_kb / 1024,
         "peak_pss_mb": sampler.peak_pss_kb / 1024,
         **found,
@@ -272,12 +280,13 @@ def w4(ctx: Context) -> dict:
         return {"title": "PostgreSQL workers", "status": f"not available: {exc}"}
     by_count: dict[str, dict] = {}
     samples: dict[int, list[dict]] = {n: [] for n in counts}
-    floors, inner = [], []
+    floors, inner, floor_cpu = [], [], []
     for rep in range(ctx.repeat):
         for n in counts:
             samples[n].append(drain_once(ctx, base, n, runs, rep))
         floors_m, seconds = floor_for(ctx, runs, rep)
         floors.append(floors_m.seconds)
+        floor_cpu.append(floors_m.cpu_s)
         inner.append(seconds)
     floor_rate = tasks / spread(floors)["median"]
     floor_best = tasks / spread(floors)["min"]
@@ -299,6 +308,7 @@ def w4(ctx: Context) -> dict:
         "ratio_best": best["ratio_best"],
         "wall_s": best["wall_s"],
         "peak_rss_mb": best["peak_rss_mb"],
+        "floor_cpu_ms_per_unit": 1000 * sorted(floor_cpu)[len(floor_cpu) // 2] / tasks,
         "floor": {
             "wall_s": spread(floors),
             "rate": floor_rate,

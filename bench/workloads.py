@@ -107,6 +107,9 @@ def throughput(
         "wall_s": wall,
         "rate": rate,
         "ratio": rate / floor_rate,
+        "cpu_s": spread([m.cpu_s for m in runs]),
+        "cpu_ms_per_unit": 1000 * statistics.median(m.cpu_s for m in runs) / units,
+        "floor_cpu_ms_per_unit": 1000 * statistics.median(m.cpu_s for m in floors) / units,
         # Best against best: on a shared machine fsync latency swings the floor (one commit
         # per task) far more than dagrun (group commits), so the medians' ratio is noisy.
         "ratio_best": floor_wall["min"] / wall["min"],
