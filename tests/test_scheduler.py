@@ -225,3 +225,36 @@ def test_task_instances_queued_by_trigger_rules_after_upstream_success(store, da
     with store.read() as conn:
         states = dict(conn.execute(select(task_instance.c.task_id, task_instance.c.state)).all())
     assert states == {"first": "success", "second": "queued"}
+
+
+def test_depends_on_past_task_starts_when_the_previous_date_succeeds(store, dags_dir):
+    write_dag(
+        dags_dir,
+        "past.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("past", schedule="@daily", start_date="2026-02-26", max_active_runs=3):
+            @task(depends_on_past=True)
+            def load():
+                return 1
+
+            load()
+        """,
+    )
+    sched = Scheduler(store, str(dags_dir), clock=FakeClock(NOW))
+    sched.tick()
+    with store.read() as conn:
+        queued = (
+            conn.execute(
+                select(dag_run.c.logical_date)
+                .join(task_instance, task_instance.c.run_pk == dag_run.c.id)
+                .where(task_instance.c.state == "queued")
+            )
+            .scalars()
+            .all()
+        )
+    assert queued == [datetime(2026, 2, 26, tzinfo=UTC)], "later dates wait for their past"
+    for _ in range(3):
+        assert drain_once(store) == 1, "each completion readies exactly the next date"
+    assert run_states(store) == [RunState.SUCCESS.value] * 3

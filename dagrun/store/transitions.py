@@ -544,7 +544,31 @@ def complete(
     for run_pk, dag_id in sorted(touched.items()):
         if advance_run(conn, run_pk, spec_for(dag_id), now).run_state is not None:
             result.finished_runs.append(run_pk)
+    for run_pk, dag_id in _next_runs_waiting_on_past(conn, result.accepted, spec_for):
+        if advance_run(conn, run_pk, spec_for(dag_id), now).run_state is not None:
+            result.finished_runs.append(run_pk)
     return result
+
+
+def _next_runs_waiting_on_past(
+    conn: Connection, finished: list[Outcome], spec_for: SpecLookup
+) -> list[tuple[int, str]]:
+    """The next runs (by logical date) of runs where a ``depends_on_past`` task just ended:
+    their instance of that task may be ready now, and nothing else would look at them."""
+    found = set()
+    for o in finished:
+        task = spec_for(o.dag_id).task_map.get(o.task_id)
+        if task is not None and task.depends_on_past:
+            after = select(dag_run.c.logical_date).where(dag_run.c.id == o.run_pk).scalar_subquery()
+            nxt = conn.execute(
+                select(dag_run.c.id)
+                .where(dag_run.c.dag_id == o.dag_id, dag_run.c.logical_date > after)
+                .order_by(dag_run.c.logical_date)
+                .limit(1)
+            ).scalar()
+            if nxt is not None:
+                found.add((nxt, o.dag_id))
+    return sorted(found)
 
 
 def _succeed(
