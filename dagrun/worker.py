@@ -92,11 +92,15 @@ class Worker:
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
         self._stopping = False
+        self._hurry = False
         self._last_heartbeat = time.monotonic()
         self._wake = True
 
     def stop(self) -> None:
-        """Stop claiming; running attempts get the grace period to finish (signal-safe)."""
+        """Stop claiming; running attempts get the grace period to finish (signal-safe).
+        A second call ends the grace period at once (a second Ctrl-C)."""
+        if self._stopping:
+            self._hurry = True
         self._stopping = True
 
     def wake(self) -> None:
@@ -267,7 +271,7 @@ class Worker:
                 self.options.grace,
                 len(pool.busy()),
             )
-        while pool.busy() and time.monotonic() < deadline:
+        while pool.busy() and time.monotonic() < deadline and not self._hurry:
             self._finished.extend(pool.collect(min(1.0, max(0.0, deadline - time.monotonic()))))
             if self._finished:
                 self._step(pool)

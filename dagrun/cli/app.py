@@ -97,8 +97,15 @@ def stop_signals(stop: Callable[[], None]) -> Iterator[None]:
     """SIGTERM and SIGINT call ``stop`` (a clean shutdown) instead of killing the process."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
+    seen = []
+
     def handler(signum, _frame) -> None:
-        click.echo(f"\n{signal.Signals(signum).name}: stopping cleanly...", err=True)
+        name = signal.Signals(signum).name
+        if seen:
+            click.echo(f"\n{name} again: releasing running attempts now", err=True)
+        else:
+            click.echo(f"\n{name}: stopping cleanly (again to stop at once)...", err=True)
+        seen.append(signum)
         stop()
 
     for s in previous:

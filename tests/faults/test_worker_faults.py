@@ -178,3 +178,28 @@ def pause_outside_a_transaction(store: Store, pid: int) -> bool:
         return False
     finally:
         probe.close()
+
+
+def test_second_signal_ends_the_grace_period_at_once(sqlite_url, dags_dir, tmp_path):
+    store = Store(sqlite_url)
+    write_dag(dags_dir, "slow.py", SLOW_DAG.format(seconds=60))
+    queue_run(store, dags_dir, "slow")
+    env = worker_env(sqlite_url, tmp_path, lease=30)
+    worker = start_cli(
+        "worker", "-c", "1", "--grace", "120", "--poll", "0.2", env=env, log=tmp_path / "w.log"
+    )
+    try:
+        wait_until(lambda: running_on(store, worker), 30, what="the claim")
+        worker.send_signal(signal.SIGINT)
+        wait_until(
+            lambda: "again to stop at once" in (tmp_path / "w.log").read_text(),
+            10,
+            what="the first signal to be handled",
+        )
+        worker.send_signal(signal.SIGINT)
+        assert worker.wait(20) == 0, "the second signal did not cut the 120 s grace short"
+        assert ti_row(store)["state"] == "queued"
+        assert [a["outcome"] for a in attempt_rows(store)] == ["released"]
+    finally:
+        stop_process(worker)
+        store.dispose()
