@@ -183,7 +183,12 @@ class RunDriver:
     def run(self) -> BackfillResult:
         started = time.monotonic()
         self.worker = Worker(
-            self.store, self.options, tick=self.tick, tick_interval=0.5, until=self.done
+            self.store,
+            self.options,
+            tick=self.tick,
+            tick_interval=0.5,
+            admit=self.admit,
+            until=self.done,
         )
         stats = self.worker.run()
         result = self.summary()
@@ -198,25 +203,31 @@ class RunDriver:
             self.worker.stop()
 
     def tick(self) -> bool:
+        """Admit and start runs, sweep retries and leases, spot stuck runs, show progress."""
         with self.store.write() as conn:
             now = self.store.now(conn)
-            transitions.lock_dag(conn, self.store.caps, self.spec.dag_id, skip_locked=False)
-            spec = self.specs.get(conn, self.spec.dag_id)
-            transitions.admit_runs(
-                conn,
-                spec,
-                self.max_active,
-                now,
-                newest_first=self.reverse,
-                run_pks=self._admissible(conn, spec),
-            )
-            started = transitions.start_runs(conn, spec, now)
-            past_met = self._advance_past_waiters(conn, spec, now)
+            started = self.admit(conn, now)
+            past_met = self._advance_past_waiters(conn, self.spec, now)
         requeued, reaped = sweep(self.store, self.specs)
-        self._stuck = self._find_stuck(spec)
-        if self.progress is not None:
+        self._stuck = self._find_stuck(self.spec)
+        if self.progress is not None and self.progress.due():
             self.progress.update(self.summary())
         return bool(started or past_met or requeued or reaped)
+
+    def admit(self, conn, now: datetime) -> list[int]:
+        """Under the DAG lock, admit waiting runs within the limit and start them; the worker
+        also calls this inside the group commit that finished runs."""
+        transitions.lock_dag(conn, self.store.caps, self.spec.dag_id, skip_locked=False)
+        spec = self.spec = self.specs.get(conn, self.spec.dag_id)
+        transitions.admit_runs(
+            conn,
+            spec,
+            self.max_active,
+            now,
+            newest_first=self.reverse,
+            run_pks=self._admissible(conn, spec),
+        )
+        return transitions.start_runs(conn, spec, now)
 
     def _admissible(self, conn, spec: DagSpec) -> list[int]:
         """The waiting runs that may take a slot. With depends_on_past tasks, only the oldest,

@@ -25,10 +25,13 @@ class Progress:
         self.started = time.monotonic()
         self._last_line = 0.0
 
+    def due(self) -> bool:
+        """Whether a new line is worth its queries: a few redraws a second on a terminal."""
+        every = 0.25 if self.tty else self.every
+        return time.monotonic() - self._last_line >= every
+
     def update(self, summary) -> None:
         now = time.monotonic()
-        if not self.tty and now - self._last_line < self.every:
-            return
         self._last_line = now
         line = self.render(summary, now - self.started)
         if self.tty:

@@ -19,6 +19,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -78,6 +79,7 @@ class Worker:
         *,
         tick: Callable[[], bool] | None = None,
         tick_interval: float = 1.0,
+        admit: Callable[[Connection, datetime], object] | None = None,
         until: Callable[[], bool] | None = None,
     ):
         self.store = store
@@ -85,6 +87,7 @@ class Worker:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.tick = tick
         self.tick_interval = tick_interval
+        self.admit = admit
         self.until = until
         self._last_tick = float("-inf")
         self.stats = WorkerStats()
@@ -184,6 +187,8 @@ class Worker:
             now = self.store.now(conn)
             spec_for = self.specs.bound(conn)
             completion = transitions.complete(conn, self.owner, outcomes, spec_for, now)
+            if completion.finished_runs and self.admit is not None:
+                self.admit(conn, now)
             claims = transitions.claim(
                 conn,
                 self.store.caps,
@@ -203,11 +208,13 @@ class Worker:
                 outcome.fence_token,
             )
         self.stats.finished_runs += len(completion.finished_runs)
-        if completion.finished_runs:
+        if completion.finished_runs and self.admit is None:
             self._last_tick = float("-inf")
 
     def _tick_if_due(self) -> None:
-        """Run the embedded scheduler hook on its interval, or at once after a run ended."""
+        """Run the embedded scheduler hook on its interval, or at once after a run ended
+        when there is no ``admit`` hook (which starts the next runs inside the group commit
+        that finished the last ones, so their first tasks are claimed in it too)."""
         if self.tick is None or time.monotonic() - self._last_tick < self.tick_interval:
             return
         self._last_tick = time.monotonic()
