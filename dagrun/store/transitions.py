@@ -59,10 +59,13 @@ def lock_dag(conn: Connection, caps: Capabilities, dag_id: str, *, skip_locked: 
     With ``skip_locked`` a second scheduler passes over a DAG another one is handling
     (returns False) instead of waiting for it.
     """
-    stmt = select(dag.c.dag_id).where(dag.c.dag_id == dag_id)
-    if caps.skip_locked:
-        stmt = stmt.with_for_update(skip_locked=skip_locked)
-    return conn.execute(stmt).first() is not None
+    stmt = _LOCK_DAG_SKIP if caps.skip_locked and skip_locked else _LOCK_DAG
+    return conn.execute(stmt, {"b_dag_id": dag_id}).first() is not None
+
+
+_DAG_ROW = select(dag.c.dag_id).where(dag.c.dag_id == bindparam("b_dag_id"))
+_LOCK_DAG = _DAG_ROW.with_for_update()
+_LOCK_DAG_SKIP = _DAG_ROW.with_for_update(skip_locked=True)
 
 
 def create_runs(
@@ -137,21 +140,11 @@ def set_cursor(conn: Connection, dag_id: str, next_logical_date: datetime | None
 
 
 def count_active_runs(conn: Connection, dag_id: str) -> int:
-    return conn.execute(
-        select(func.count())
-        .select_from(dag_run)
-        .where(
-            dag_run.c.dag_id == dag_id, dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES])
-        )
-    ).scalar_one()
+    return conn.execute(_COUNT_ACTIVE, {"b_dag_id": dag_id}).scalar_one()
 
 
 def count_waiting_runs(conn: Connection, dag_id: str) -> int:
-    return conn.execute(
-        select(func.count())
-        .select_from(dag_run)
-        .where(dag_run.c.dag_id == dag_id, dag_run.c.state == RunState.WAITING.value)
-    ).scalar_one()
+    return len(conn.execute(_WAITING_RUNS, {"b_dag_id": dag_id}).all())
 
 
 def admit_runs(
@@ -173,21 +166,43 @@ def admit_runs(
     free = max_active - count_active_runs(conn, spec.dag_id)
     if free <= 0:
         return []
-    order = dag_run.c.logical_date.desc() if newest_first else dag_run.c.logical_date.asc()
-    stmt = select(dag_run.c.id).where(
-        dag_run.c.dag_id == spec.dag_id, dag_run.c.state == RunState.WAITING.value
-    )
+    waiting = [pk for (pk,) in conn.execute(_WAITING_RUNS, {"b_dag_id": spec.dag_id})]
+    if newest_first:
+        waiting.reverse()
     if run_pks is not None:
-        stmt = stmt.where(dag_run.c.id.in_(list(run_pks)))
-    admitted = list(conn.execute(stmt.order_by(order).limit(free)).scalars())
+        wanted = set(run_pks)
+        waiting = [pk for pk in waiting if pk in wanted]
+    admitted = waiting[:free]
     if admitted:
         conn.execute(
-            update(dag_run)
-            .where(dag_run.c.id.in_(admitted), dag_run.c.state == RunState.WAITING.value)
-            .values(state=RunState.QUEUED.value)
+            _SET_RUN_STATE,
+            [
+                {"b_run_pk": pk, "b_from": RunState.WAITING.value, "b_to": RunState.QUEUED.value}
+                for pk in admitted
+            ],
         )
         ensure_task_instances(conn, spec, admitted)
     return admitted
+
+
+_COUNT_ACTIVE = (
+    select(func.count())
+    .select_from(dag_run)
+    .where(
+        dag_run.c.dag_id == bindparam("b_dag_id"),
+        dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES]),
+    )
+)
+_WAITING_RUNS = (
+    select(dag_run.c.id)
+    .where(dag_run.c.dag_id == bindparam("b_dag_id"), dag_run.c.state == RunState.WAITING.value)
+    .order_by(dag_run.c.logical_date)
+)
+_SET_RUN_STATE = (
+    update(dag_run)
+    .where(dag_run.c.id == bindparam("b_run_pk"), dag_run.c.state == bindparam("b_from"))
+    .values(state=bindparam("b_to"))
+)
 
 
 def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -> None:
@@ -210,24 +225,24 @@ def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -
 
 def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
     """Queued runs whose start time (``spread``) has come become running; roots get queued."""
-    due = list(
-        conn.execute(
-            select(dag_run.c.id).where(
-                dag_run.c.dag_id == spec.dag_id,
-                dag_run.c.state == RunState.QUEUED.value,
-                (dag_run.c.not_before.is_(None)) | (dag_run.c.not_before <= now),
-            )
-        ).scalars()
-    )
+    due = list(conn.execute(_DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now}).scalars())
     if due:
-        conn.execute(
-            update(dag_run)
-            .where(dag_run.c.id.in_(due), dag_run.c.state == RunState.QUEUED.value)
-            .values(state=RunState.RUNNING.value, start_date=now, end_date=None)
-        )
+        conn.execute(_START_RUN, [{"b_run_pk": pk, "b_now": now} for pk in due])
         for pk in due:
             advance_run(conn, pk, spec, now)
     return due
+
+
+_DUE_RUNS = select(dag_run.c.id).where(
+    dag_run.c.dag_id == bindparam("b_dag_id"),
+    dag_run.c.state == RunState.QUEUED.value,
+    (dag_run.c.not_before.is_(None)) | (dag_run.c.not_before <= bindparam("b_now")),
+)
+_START_RUN = (
+    update(dag_run)
+    .where(dag_run.c.id == bindparam("b_run_pk"), dag_run.c.state == RunState.QUEUED.value)
+    .values(state=RunState.RUNNING.value, start_date=bindparam("b_now"), end_date=None)
+)
 
 
 def advance_run(conn: Connection, run_pk: int, spec: DagSpec, now: datetime) -> Decisions:
