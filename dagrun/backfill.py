@@ -233,9 +233,11 @@ class RunDriver:
         """The waiting runs that may take a slot. With depends_on_past tasks, only the oldest,
         once its previous run's instances of those tasks succeeded or were skipped: a run
         must not hold a max_active_runs slot waiting on a past that may still fail."""
-        waiting = queries.runs_in_state(conn, self.run_pks, RunState.WAITING)
         on_past = [t.task_id for t in spec.tasks if t.depends_on_past]
-        if not on_past or not waiting:
+        if not on_past:
+            return self.run_pks
+        waiting = queries.runs_in_state(conn, self.run_pks, RunState.WAITING)
+        if not waiting:
             return waiting
         first = queries.run_by_pk(conn, waiting[0])
         past = queries.previous_task_states(conn, spec.dag_id, first.logical_date, on_past)

@@ -238,7 +238,7 @@ class Worker:
             ti_id=claim.ti_id,
             params=claim.conf,
             inputs=inputs,
-            log_path=str(log_path(self.options.log_dir, claim)),
+            log_path=log_path(self.options.log_dir, claim),
             db_url=self.store.url,
         )
         return Job(request, task.execution_timeout, payload=claim)
@@ -316,7 +316,7 @@ def _outcome(job: Job, result: AttemptResult) -> Outcome:
     )
 
 
-def log_path(log_dir: Path, claim: Claim) -> Path:
+def log_path(log_dir: Path, claim: Claim) -> str:
     """``logs/<dag>/<task>/<logical date>/attempt-<try>.log``: one file per attempt."""
     stamp = claim.logical_date.strftime("%Y-%m-%dT%H%M%SZ")
-    return log_dir / claim.dag_id / claim.task_id / stamp / f"attempt-{claim.try_number}.log"
+    return f"{log_dir}/{claim.dag_id}/{claim.task_id}/{stamp}/attempt-{claim.try_number}.log"

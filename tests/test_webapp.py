@@ -174,7 +174,7 @@ def work_off(
             return
         outcomes = []
         for c in claims:
-            path = log_path(logs, c)
+            path = Path(log_path(logs, c))
             path.parent.mkdir(parents=True, exist_ok=True)
             path.write_text(f"attempt {c.try_number} of {c.task_id}\n{XSS_LOG}\n")
             error = fail(c)
@@ -353,7 +353,7 @@ def test_log_page_shows_the_attempt_log_escaped(world):
 
 def test_log_tail_is_capped_for_huge_files(world, monkeypatch):
     monkeypatch.setattr(webapp, "LOG_TAIL_BYTES", 64)
-    path = log_path(world.logs, _claim_like(world, 0, "notify"))
+    path = Path(log_path(world.logs, _claim_like(world, 0, "notify")))
     path.write_text("HEAD-LINE\n" + "x" * 500 + "\nTAIL-LINE\n")
     page = call(world.app, webapp.log_url("shop", world.run_ids[0], "notify", 1)).text
     assert "TAIL-LINE" in page and "HEAD-LINE" not in page
