@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from jinja2 import Environment, StrictUndefined, TemplateError
 
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
@@ -35,7 +34,6 @@ from dagrun.parser import import_file, isolated
 from dagrun.states import AttemptOutcome
 
 MAX_RETURN_BYTES = 1_000_000
-_TEMPLATES = Environment(undefined=StrictUndefined, keep_trailing_newline=True)
 
 
 @dataclass(frozen=True)
@@ -199,8 +197,10 @@ def render(value: Any, names: dict[str, Any]) -> Any:
     if isinstance(value, str):
         if "{{" not in value and "{%" not in value:
             return value
+        from jinja2 import TemplateError
+
         try:
-            return _TEMPLATES.from_string(value).render(**names)
+            return _templates().from_string(value).render(**names)
         except TemplateError as exc:
             raise NonRetryableError(f"template {value!r}: {exc}") from None
     if isinstance(value, list | tuple):
@@ -208,6 +208,14 @@ def render(value: Any, names: dict[str, Any]) -> Any:
     if isinstance(value, dict):
         return {k: render(v, names) for k, v in value.items()}
     return value
+
+
+@functools.cache
+def _templates():
+    """Jinja2, loaded on the first template: most tasks have none, and it costs an import."""
+    from jinja2 import Environment, StrictUndefined
+
+    return Environment(undefined=StrictUndefined, keep_trailing_newline=True)
 
 
 def _with_params(task: Task, context: TaskContext) -> TaskContext:
