@@ -26,7 +26,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError
