@@ -79,6 +79,7 @@ class Worker:
         *,
         tick: Callable[[], bool] | None = None,
         tick_interval: float = 1.0,
+        tick_when_runs_end: bool = False,
         admit: Callable[[Connection, datetime], object] | None = None,
         until: Callable[[], bool] | None = None,
     ):
@@ -87,6 +88,7 @@ class Worker:
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.tick = tick
         self.tick_interval = tick_interval
+        self.tick_when_runs_end = tick_when_runs_end
         self.admit = admit
         self.until = until
         self._last_tick = float("-inf")
@@ -208,13 +210,14 @@ class Worker:
                 outcome.fence_token,
             )
         self.stats.finished_runs += len(completion.finished_runs)
-        if completion.finished_runs and self.admit is None:
+        if completion.finished_runs and self.tick_when_runs_end:
             self._last_tick = float("-inf")
 
     def _tick_if_due(self) -> None:
-        """Run the embedded scheduler hook on its interval, or at once after a run ended
-        when there is no ``admit`` hook (which starts the next runs inside the group commit
-        that finished the last ones, so their first tasks are claimed in it too)."""
+        """Run the tick hook on its interval, and at once after a run ended when asked
+        (the embedded scheduler admits the next runs then). An ``admit`` hook does that
+        inside the group commit that finished the runs, so their first tasks are claimed
+        in it too."""
         if self.tick is None or time.monotonic() - self._last_tick < self.tick_interval:
             return
         self._last_tick = time.monotonic()

@@ -46,7 +46,13 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
         _tick_forever(sched, poll)
         return
     options = WorkerOptions(concurrency=workers, poll_interval=poll)
-    worker = Worker(app.store, options, tick=lambda: sched.tick().queued_work, tick_interval=poll)
+    worker = Worker(
+        app.store,
+        options,
+        tick=lambda: sched.tick().queued_work,
+        tick_interval=poll,
+        tick_when_runs_end=True,
+    )
     with stop_signals(worker.stop):
         stats = worker.run()
     log.info("scheduler stopped: %d task attempt(s) run", stats.claimed)
