@@ -228,8 +228,7 @@ def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
     due = list(conn.execute(_DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now}).scalars())
     if due:
         conn.execute(_START_RUN, [{"b_run_pk": pk, "b_now": now} for pk in due])
-        for pk in due:
-            advance_run(conn, pk, spec, now)
+        advance_runs(conn, dict.fromkeys(due, spec), now)
     return due
 
 
@@ -246,40 +245,86 @@ _START_RUN = (
 
 
 def advance_run(conn: Connection, run_pk: int, spec: DagSpec, now: datetime) -> Decisions:
-    """Apply the trigger rules to one running run: queue ready tasks, end the run if done.
+    """Apply the trigger rules to one running run (see ``advance_runs``)."""
+    return advance_runs(conn, {run_pk: spec}, now).get(run_pk, Decisions())
 
-    Locks the run row first, so two workers finishing the two upstreams of one task at once
-    both see each other's result and the task is queued exactly once.
+
+def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> dict[int, Decisions]:
+    """Apply the trigger rules to running runs: queue ready tasks, end the runs that are done.
+
+    Locks the run rows first (in id order, so two lockers never deadlock), so two workers
+    finishing the two upstreams of one task at once both see each other's result and the
+    task is queued exactly once. One read of the runs and one of their task instances serve
+    every run a group commit touched.
     """
-    run = conn.execute(_LOCK_RUN, {"b_run_pk": run_pk}).first()
-    if run is None or run.state != RunState.RUNNING.value:
-        return Decisions()
-    states = {
-        task_id: TaskState(state)
-        for task_id, state in conn.execute(_RUN_TASK_STATES, {"b_run_pk": run_pk})
-    }
-    past_ok = _past_ok(conn, spec, run.logical_date) if _needs_past(spec, states) else None
-    decisions = evaluate(spec, states, past_ok)
-    _set_states(conn, run_pk, decisions.queue, TaskState.QUEUED, now)
-    _set_states(conn, run_pk, decisions.upstream_failed, TaskState.UPSTREAM_FAILED, now)
-    _set_states(conn, run_pk, decisions.skip, TaskState.SKIPPED, now)
-    if decisions.run_state is not None:
-        conn.execute(
-            _END_RUN, {"b_run_pk": run_pk, "b_state": decisions.run_state.value, "b_now": now}
+    pks = sorted(runs)
+    if not pks:
+        return {}
+    locked = {r.id: r for r in conn.execute(_LOCK_RUNS, {"b_run_pks": pks})}
+    running = [pk for pk in pks if pk in locked and locked[pk].state == RunState.RUNNING.value]
+    states: dict[int, dict[str, TaskState]] = {pk: {} for pk in running}
+    if running:
+        for run_pk, task_id, state in conn.execute(_RUNS_TASK_STATES, {"b_run_pks": running}):
+            states[run_pk][task_id] = TaskState(state)
+    decided: dict[int, Decisions] = {}
+    for pk in running:
+        spec = runs[pk]
+        past = (
+            _past_ok(conn, spec, locked[pk].logical_date) if _needs_past(spec, states[pk]) else None
         )
-    return decisions
+        decided[pk] = evaluate(spec, states[pk], past)
+    _apply(conn, decided, now)
+    return decided
 
 
-_LOCK_RUN = (
-    select(dag_run.c.state, dag_run.c.logical_date)
-    .where(dag_run.c.id == bindparam("b_run_pk"))
+def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> None:
+    """Write the decisions of ``advance_runs``: one batched statement per kind of change."""
+    changes = [
+        (TaskState.QUEUED, _QUEUE_TASK, lambda d: d.queue),
+        (TaskState.UPSTREAM_FAILED, _END_TASK, lambda d: d.upstream_failed),
+        (TaskState.SKIPPED, _END_TASK, lambda d: d.skip),
+    ]
+    for state, statement, chosen in changes:
+        rows = [
+            {"b_run_pk": pk, "b_task_id": task_id, "b_state": state.value, "b_now": now}
+            for pk, d in decided.items()
+            for task_id in chosen(d)
+        ]
+        if rows:
+            conn.execute(statement, rows)
+    ended = [
+        {"b_run_pk": pk, "b_state": d.run_state.value, "b_now": now}
+        for pk, d in decided.items()
+        if d.run_state is not None
+    ]
+    if ended:
+        conn.execute(_END_RUN, ended)
+
+
+_LOCK_RUNS = (
+    select(dag_run.c.id, dag_run.c.state, dag_run.c.logical_date)
+    .where(dag_run.c.id.in_(bindparam("b_run_pks", expanding=True)))
+    .order_by(dag_run.c.id)
     .with_for_update()
 )
-_RUN_TASK_STATES = select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == bindparam("b_run_pk"))
+_RUNS_TASK_STATES = select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(
+    ti.c.run_pk.in_(bindparam("b_run_pks", expanding=True))
+)
 _END_RUN = (
     update(dag_run)
     .where(dag_run.c.id == bindparam("b_run_pk"), dag_run.c.state == RunState.RUNNING.value)
     .values(state=bindparam("b_state"), end_date=bindparam("b_now"))
+)
+_WAITING_TASK = and_(
+    ti.c.run_pk == bindparam("b_run_pk"),
+    ti.c.task_id == bindparam("b_task_id"),
+    ti.c.state == TaskState.NONE.value,
+)
+_QUEUE_TASK = (
+    update(ti).where(_WAITING_TASK).values(state=bindparam("b_state"), queued_at=bindparam("b_now"))
+)
+_END_TASK = (
+    update(ti).where(_WAITING_TASK).values(state=bindparam("b_state"), end_date=bindparam("b_now"))
 )
 
 
@@ -304,32 +349,6 @@ def _past_ok(conn: Connection, spec: DagSpec, logical_date: datetime) -> dict[st
             select(ti.c.task_id, ti.c.state).where(ti.c.run_pk == previous)
         )
     }
-
-
-def _set_states(
-    conn: Connection, run_pk: int, task_ids: list[str], state: TaskState, now: datetime
-) -> None:
-    if task_ids:
-        statement = _QUEUE_TASKS if state == TaskState.QUEUED else _END_TASKS
-        conn.execute(
-            statement,
-            {"b_run_pk": run_pk, "b_task_ids": task_ids, "b_state": state.value, "b_now": now},
-        )
-
-
-_WAITING_TASKS = and_(
-    ti.c.run_pk == bindparam("b_run_pk"),
-    ti.c.task_id.in_(bindparam("b_task_ids", expanding=True)),
-    ti.c.state == TaskState.NONE.value,
-)
-_QUEUE_TASKS = (
-    update(ti)
-    .where(_WAITING_TASKS)
-    .values(state=bindparam("b_state"), queued_at=bindparam("b_now"))
-)
-_END_TASKS = (
-    update(ti).where(_WAITING_TASKS).values(state=bindparam("b_state"), end_date=bindparam("b_now"))
-)
 
 
 # ---------------------------------------------------------------- tasks: claim, lease, complete
@@ -556,12 +575,9 @@ def complete(
             result.dead.append(o)
         touched[o.run_pk] = o.dag_id
     _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
-    for run_pk, dag_id in sorted(touched.items()):
-        if advance_run(conn, run_pk, spec_for(dag_id), now).run_state is not None:
-            result.finished_runs.append(run_pk)
-    for run_pk, dag_id in _next_runs_waiting_on_past(conn, result.accepted, spec_for):
-        if advance_run(conn, run_pk, spec_for(dag_id), now).run_state is not None:
-            result.finished_runs.append(run_pk)
+    touched.update(_next_runs_waiting_on_past(conn, result.accepted, spec_for))
+    decided = advance_runs(conn, {pk: spec_for(d) for pk, d in touched.items()}, now)
+    result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
     return result
 
 
