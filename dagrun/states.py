@@ -66,16 +66,6 @@ class AttemptOutcome(StrEnum):
     STALE = "stale"
     RELEASED = "released"
 
-    @property
-    def counts_as_failure(self) -> bool:
-        """Outcomes that use up the task's own ``retries``; infrastructure losses do not."""
-        return self in {
-            AttemptOutcome.FAILED,
-            AttemptOutcome.NON_RETRYABLE,
-            AttemptOutcome.TIMED_OUT,
-            AttemptOutcome.CRASHED,
-        }
-
 
 class TriggerRule(StrEnum):
     ALL_SUCCESS = "all_success"

@@ -108,10 +108,6 @@ class Worker:
             self._hurry = True
         self._stopping = True
 
-    def wake(self) -> None:
-        """New work may be queued: claim at the next turn instead of the next poll."""
-        self._wake = True
-
     def run(self) -> WorkerStats:
         pool = Pool(self.options.concurrency)
         log.info("worker %s started with %d child processes", self.owner, pool.size)

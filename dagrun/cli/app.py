@@ -70,10 +70,6 @@ def echo_table(headers: list[str], rows: list[list[Any]]) -> None:
         click.echo("  ".join(v.ljust(w) for v, w in zip(row, widths, strict=True)).rstrip())
 
 
-def is_terminal() -> bool:
-    return sys.stdout.isatty()
-
-
 def resolve_date(spec, value: str) -> datetime:
     """A command-line date: a date-only value picks the scheduled logical date on that local
     day (local midnight for an unscheduled DAG); a full timestamp is taken as given."""

@@ -14,7 +14,7 @@ from sqlalchemy import Connection, bindparam, func, select
 
 from dagrun.errors import RunNotFound, TaskNotFound
 from dagrun.states import RunState, TaskState
-from dagrun.store.schema import dag_run, partition_write, task_attempt, task_instance
+from dagrun.store.schema import dag_run, task_attempt, task_instance
 
 ti = task_instance
 
@@ -255,10 +255,3 @@ def all_finished(conn: Connection, run_pks: list[int]) -> bool:
     unfinished = {RunState.WAITING.value, RunState.QUEUED.value, RunState.RUNNING.value}
     stmt = select(dag_run.c.id).where(dag_run.c.state.in_(unfinished))
     return not set(run_pks) & set(conn.execute(stmt).scalars())
-
-
-def partition_writes(conn: Connection, dataset: str | None = None) -> list[dict]:
-    stmt = select(partition_write).order_by(partition_write.c.id)
-    if dataset:
-        stmt = stmt.where(partition_write.c.dataset == dataset)
-    return [dict(r) for r in conn.execute(stmt).mappings()]

@@ -790,12 +790,6 @@ def requeue_retries(conn: Connection, now: datetime) -> int:
     ).rowcount
 
 
-def next_retry_at(conn: Connection) -> datetime | None:
-    return conn.execute(
-        select(func.min(ti.c.next_try_at)).where(ti.c.state == TaskState.UP_FOR_RETRY.value)
-    ).scalar()
-
-
 @dataclass(frozen=True)
 class Reaped:
     ti_id: int
