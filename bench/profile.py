@@ -30,6 +30,24 @@ from bench import graphs
 from bench.workloads import cli_env, dagrun_command
 
 
+def py_spy_record(raw: Path) -> list[str]:
+    """The py-spy command that samples a command and all its subprocesses into ``raw``."""
+    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
+    return [
+        spy,
+        "record",
+        "--subprocesses",
+        "--rate",
+        "200",
+        "--format",
+        "raw",
+        "--nonblocking",
+        "-o",
+        str(raw),
+        "--",
+    ]
+
+
 def prepare(workload: str, folder: Path, tiny: bool) -> tuple[list[str], int]:
     """Write the workload's DAG files into ``folder/dags``; the CLI argv and the task count."""
     dags = folder / "dags"
@@ -158,20 +176,9 @@ def print_sql(sql: SqlCounter, tasks: int, top: int) -> None:
 
 def profile_py_spy(argv: list[str], folder: Path, out: Path, tasks: int, top: int) -> None:
     """Sample every process of the command with py-spy; hottest functions per process."""
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     raw = out / "py-spy.txt"
     cmd = [
-        spy,
-        "record",
-        "--subprocesses",
-        "--rate",
-        "200",
-        "--format",
-        "raw",
-        "--nonblocking",
-        "-o",
-        str(raw),
-        "--",
+        *py_spy_record(raw),
         *dagrun_command(),
         *argv,
     ]
@@ -262,22 +269,11 @@ def profile_worker(folder: Path, out: Path, tiny: bool, top: int) -> None:
         effect_file=str(folder / "effects.log"),
     )
     graph.write_dag_file(folder / "dags")
-    spy = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
     raw = out / "py-spy.txt"
     with worker_scale.pg_schema(worker_scale.pg_base_url()) as url:
         tasks = worker_scale.fill_queue(url, folder / "dags", graph.dag_id, runs)
         cmd = [
-            spy,
-            "record",
-            "--subprocesses",
-            "--rate",
-            "200",
-            "--format",
-            "raw",
-            "--nonblocking",
-            "-o",
-            str(raw),
-            "--",
+            *py_spy_record(raw),
             *dagrun_command(),
             "--db",
             url,
