@@ -70,14 +70,15 @@ def _verdict(task: TaskSpec, upstream: list[TaskState]) -> TaskState | None:
     if not upstream:
         return TaskState.QUEUED
     rule = TriggerRule(task.trigger_rule)
-    done = all(s.finished for s in upstream)
+    if rule not in _EARLY_RULES and not all(s.finished for s in upstream):
+        return None
     failed = sum(s in FAILED_TASK_STATES for s in upstream)
     succeeded = sum(s == TaskState.SUCCESS for s in upstream)
     if rule == TriggerRule.ONE_SUCCESS and succeeded:
         return TaskState.QUEUED
     if rule == TriggerRule.ONE_FAILED and failed:
         return TaskState.QUEUED
-    if not done:
+    if not all(s.finished for s in upstream):
         return None
     if rule == TriggerRule.ALL_DONE:
         return TaskState.QUEUED
@@ -92,6 +93,10 @@ def _verdict(task: TaskSpec, upstream: list[TaskState]) -> TaskState | None:
     if rule == TriggerRule.ONE_SUCCESS:
         return TaskState.UPSTREAM_FAILED if failed else TaskState.SKIPPED
     return TaskState.SKIPPED  # one_failed with no failure upstream
+
+
+#: Rules that may fire before every upstream has finished.
+_EARLY_RULES = frozenset({TriggerRule.ONE_SUCCESS, TriggerRule.ONE_FAILED})
 
 
 def run_outcome(states) -> RunState | None:
