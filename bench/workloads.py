@@ -47,14 +47,21 @@ def dagrun_command() -> list[str]:
     return [str(script)] if script.exists() else [sys.executable, "-m", "dagrun"]
 
 
+def user_environ() -> dict[str, str]:
+    """This environment as a user's would be: bytecode caching on. Some sandboxes set
+    PYTHONDONTWRITEBYTECODE, which makes every command recompile its modules; a ``pip
+    install`` compiles them once. Dagrun and the floor both run with it unset."""
+    return {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+
+
 def cli_env(home: Path, dags: Path) -> dict[str, str]:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("DAGRUN_")}
+    env = {k: v for k, v in user_environ().items() if not k.startswith("DAGRUN_")}
     env.update(DAGRUN_HOME=str(home), DAGRUN_DAGS_FOLDER=str(dags))
     return env
 
 
 def floor_env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(REPO)}
+    return {**user_environ(), "PYTHONPATH": str(REPO)}
 
 
 def run_cli(folder: Path, *args: str) -> Measurement:
