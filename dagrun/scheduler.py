@@ -156,12 +156,25 @@ def sweep(
         reaped = transitions.reap_expired(
             conn, store.caps, specs.bound(conn), now, lease_loss_budget, dead
         )
+        missing = transitions.pools_missing(conn)
+    for name in missing:
+        if name not in _WARNED_POOLS:
+            _WARNED_POOLS.add(name)
+            log.warning(
+                "tasks wait for pool '%s', which does not exist: create it with "
+                "`dagrun pools set %s SLOTS`",
+                name,
+                name,
+            )
     for r in reaped:
         verdict = "failed (lease-loss budget spent)" if r.failed else "queued again"
         log.warning(
             "%s.%s: lease expired (fence %s); %s", r.dag_id, r.task_id, r.fence_token, verdict
         )
     return requeued, len(reaped)
+
+
+_WARNED_POOLS: set[str] = set()
 
 
 def _gone_from_this_host(owner: str) -> bool:

@@ -31,6 +31,7 @@ COMMAND_MODULES = {
     "scheduler": "services",
     "worker": "services",
     "web": "web",
+    "pools": "pools",
     "db": "db",
 }
 

@@ -13,12 +13,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, select, update
+from sqlalchemy import Connection, delete, func, select, update
 
 from dagrun.errors import DagNotFound
 from dagrun.spec import DagSpec
 from dagrun.store.engine import dialect_insert
-from dagrun.store.schema import dag, dag_file
+from dagrun.store.schema import dag, dag_file, pool, task_instance
 
 _SPEC_CACHE: dict[str, DagSpec] = {}
 
@@ -234,3 +234,48 @@ class SpecCache:
 
     def bound(self, conn: Connection) -> Callable[[str], DagSpec]:
         return lambda dag_id: self.get(conn, dag_id)
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    name: str
+    slots: int
+    description: str | None
+    running: int
+    queued: int
+
+
+def set_pool(conn: Connection, name: str, slots: int, description: str | None) -> None:
+    """Create or resize a pool: at most ``slots`` of its tasks run at once, on all workers."""
+    stmt = dialect_insert(conn, pool).values(name=name, slots=slots, description=description)
+    conn.execute(
+        stmt.on_conflict_do_update(
+            index_elements=["name"], set_={"slots": slots, "description": description}
+        )
+    )
+
+
+def delete_pool(conn: Connection, name: str) -> bool:
+    return conn.execute(delete(pool).where(pool.c.name == name)).rowcount > 0
+
+
+def pools(conn: Connection) -> list[PoolRow]:
+    """Every pool with its running and queued task counts."""
+    counts: dict[tuple[str, str], int] = {
+        (name, state): n
+        for name, state, n in conn.execute(
+            select(task_instance.c.pool, task_instance.c.state, func.count())
+            .where(task_instance.c.pool.is_not(None))
+            .group_by(task_instance.c.pool, task_instance.c.state)
+        )
+    }
+    return [
+        PoolRow(
+            r.name,
+            r.slots,
+            r.description,
+            counts.get((r.name, "running"), 0),
+            counts.get((r.name, "queued"), 0),
+        )
+        for r in conn.execute(select(pool).order_by(pool.c.name))
+    ]

@@ -124,6 +124,7 @@ task_instance = Table(
     Column("lease_losses", Integer, nullable=False, default=0),
     Column("max_tries", Integer, nullable=False, default=1),
     Column("priority_weight", Integer, nullable=False, default=1),
+    Column("pool", String(250)),
     Column("next_try_at", UtcDateTime),
     Column("queued_at", UtcDateTime),
     Column("lease_owner", String(128)),
@@ -139,6 +140,15 @@ task_instance = Table(
     Index("ix_ti_state_lease", "state", "lease_until"),
     Index("ix_ti_state_next_try", "state", "next_try_at"),
     Index("ix_ti_dag_task", "dag_id", "task_id"),
+    Index("ix_ti_pool_state", "pool", "state"),
+)
+
+pool = Table(
+    "pool",
+    metadata,
+    Column("name", String(250), primary_key=True),
+    Column("slots", Integer, nullable=False),
+    Column("description", Text),
 )
 
 task_attempt = Table(

@@ -37,7 +37,7 @@ from dagrun.states import (
     TaskState,
 )
 from dagrun.store.engine import Capabilities, dialect_insert
-from dagrun.store.schema import dag, dag_run, partition_write, task_attempt, task_instance
+from dagrun.store.schema import dag, dag_run, partition_write, pool, task_attempt, task_instance
 from dagrun.timetable import DataInterval
 from dagrun.triggers import Decisions, evaluate
 
@@ -215,6 +215,7 @@ def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -
             "state": TaskState.NONE.value,
             "max_tries": t.max_tries,
             "priority_weight": t.priority_weight,
+            "pool": t.pool,
         }
         for pk in run_pks
         for t in spec.tasks
@@ -379,19 +380,22 @@ def claim(
     lease_seconds: float,
     now: datetime,
 ) -> list[Claim]:
-    """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1."""
+    """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1.
+
+    Tasks without a pool first; then, for each pool with queued tasks, as many as its free
+    slots allow, counted under the pool row's lock so two workers never overfill a pool.
+    """
     if limit <= 0:
         return []
-    statement = _CLAIM_SKIP_LOCKED if caps.skip_locked else _CLAIM
-    rows = conn.execute(
-        statement,
-        {
-            "b_limit": limit,
-            "b_owner": owner,
-            "b_until": now + timedelta(seconds=lease_seconds),
-            "b_now": now,
-        },
-    ).all()
+    params = {
+        "b_owner": owner,
+        "b_until": now + timedelta(seconds=lease_seconds),
+        "b_now": now,
+    }
+    free_pool = _CLAIM_UNPOOLED_SKIP_LOCKED if caps.skip_locked else _CLAIM_UNPOOLED
+    rows = conn.execute(free_pool, {**params, "b_limit": limit}).all()
+    if len(rows) < limit:
+        rows += _claim_pooled(conn, caps, limit - len(rows), params)
     if not rows:
         return []
     conn.execute(
@@ -410,10 +414,39 @@ def claim(
             for r in rows
         ],
     )
-    runs = {
-        r.id: r for r in conn.execute(_CLAIMED_RUNS, {"b_run_pks": list({r.run_pk for r in rows})})
-    }
+    run_pks = list({r.run_pk for r in rows})
+    runs = {r.id: r for r in conn.execute(_CLAIMED_RUNS, {"b_run_pks": run_pks})}
     return [_claim_from(r, runs[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
+
+
+def _claim_pooled(conn: Connection, caps: Capabilities, room: int, params: dict) -> list:
+    """Claim queued tasks of pools with free slots. A pool that does not exist holds its
+    tasks back (see ``pools_missing``) rather than letting them run unlimited."""
+    rows: list = []
+    for name in conn.execute(_QUEUED_POOLS).scalars():
+        slots = conn.execute(_LOCK_POOL, {"b_pool": name}).scalar()
+        if slots is None:
+            continue
+        free = slots - conn.execute(_RUNNING_IN_POOL, {"b_pool": name}).scalar_one()
+        take = min(free, room - len(rows))
+        if take > 0:
+            statement = _CLAIM_POOL_SKIP_LOCKED if caps.skip_locked else _CLAIM_POOL
+            rows += conn.execute(statement, {**params, "b_limit": take, "b_pool": name}).all()
+        if len(rows) >= room:
+            break
+    return rows
+
+
+def pools_missing(conn: Connection) -> list[str]:
+    """Pools that queued tasks name but nobody created (``dagrun pools set``)."""
+    return sorted(
+        conn.execute(
+            select(ti.c.pool)
+            .where(ti.c.state == TaskState.QUEUED.value, ti.c.pool.is_not(None))
+            .where(ti.c.pool.not_in(select(pool.c.name)))
+            .distinct()
+        ).scalars()
+    )
 
 
 def _claim_from(row: Any, run: Any) -> Claim:
@@ -432,12 +465,13 @@ def _claim_from(row: Any, run: Any) -> Claim:
     )
 
 
-def _claim_statement(skip_locked: bool):
+def _claim_statement(skip_locked: bool, pooled: bool):
     """UPDATE ... FROM a CTE that picks the rows, so the LIMIT holds: PostgreSQL may re-run an
     ``IN (SELECT ... LIMIT n FOR UPDATE SKIP LOCKED)`` subquery and claim more than n rows."""
+    in_pool = ti.c.pool == bindparam("b_pool") if pooled else ti.c.pool.is_(None)
     pick = (
         select(ti.c.id)
-        .where(ti.c.state == TaskState.QUEUED.value)
+        .where(ti.c.state == TaskState.QUEUED.value, in_pool)
         .order_by(ti.c.priority_weight.desc(), ti.c.id)
         .limit(bindparam("b_limit"))
     )
@@ -463,8 +497,22 @@ def _claim_statement(skip_locked: bool):
     )
 
 
-_CLAIM = _claim_statement(skip_locked=False)
-_CLAIM_SKIP_LOCKED = _claim_statement(skip_locked=True)
+_CLAIM_UNPOOLED = _claim_statement(skip_locked=False, pooled=False)
+_CLAIM_UNPOOLED_SKIP_LOCKED = _claim_statement(skip_locked=True, pooled=False)
+_CLAIM_POOL = _claim_statement(skip_locked=False, pooled=True)
+_CLAIM_POOL_SKIP_LOCKED = _claim_statement(skip_locked=True, pooled=True)
+_QUEUED_POOLS = (
+    select(ti.c.pool)
+    .where(ti.c.state == TaskState.QUEUED.value, ti.c.pool.is_not(None))
+    .distinct()
+    .order_by(ti.c.pool)
+)
+_LOCK_POOL = select(pool.c.slots).where(pool.c.name == bindparam("b_pool")).with_for_update()
+_RUNNING_IN_POOL = (
+    select(func.count())
+    .select_from(ti)
+    .where(ti.c.pool == bindparam("b_pool"), ti.c.state == TaskState.RUNNING.value)
+)
 _INSERT_ATTEMPT = insert(task_attempt)
 _CLAIMED_RUNS = select(
     dag_run.c.id,

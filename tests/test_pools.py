@@ -1,0 +1,108 @@
+"""Pools: at most ``slots`` tasks of a pool run at once, on every engine and every worker."""
+
+from __future__ import annotations
+
+import json
+from itertools import pairwise
+
+from sqlalchemy import select
+
+from dagrun.states import AttemptOutcome
+from dagrun.store import registry, transitions
+from dagrun.store.schema import task_attempt
+from dagrun.store.transitions import Outcome
+from tests.helpers import queue_run, run_cli, run_once, write_dag
+
+POOLED = """
+import time
+from dagrun import DAG, task
+
+with DAG("pooled", schedule=None):
+    @task(pool="db")
+    def load():
+        time.sleep({seconds})
+
+    @task
+    def free():
+        return 1
+
+    for _ in range(3):
+        load()
+    for _ in range(2):
+        free()
+"""
+
+
+def claim(store, limit=10):
+    with store.write() as conn:
+        return transitions.claim(conn, store.caps, "w", limit, 30, store.now(conn))
+
+
+def finish(store, claims):
+    specs = registry.SpecCache()
+    outcomes = [
+        Outcome(c.ti_id, c.run_pk, c.dag_id, c.task_id, c.fence_token, AttemptOutcome.SUCCESS)
+        for c in claims
+    ]
+    with store.write() as conn:
+        transitions.complete(conn, "w", outcomes, specs.bound(conn), store.now(conn))
+
+
+def test_a_full_pool_holds_its_tasks_back(store, dags_dir):
+    write_dag(dags_dir, "pooled.py", POOLED.format(seconds=0))
+    with store.write() as conn:
+        registry.set_pool(conn, "db", 1, "the warehouse")
+    queue_run(store, dags_dir, "pooled")
+    first = claim(store)
+    assert sorted(c.task_id for c in first) == ["free", "free__2", "load"]
+    assert claim(store) == [], "the pool's only slot is taken"
+    finish(store, [c for c in first if c.task_id == "load"])
+    (second,) = claim(store)
+    assert second.task_id.startswith("load")
+    with store.read() as conn:
+        (row,) = registry.pools(conn)
+    assert (row.name, row.slots, row.running, row.queued) == ("db", 1, 1, 1)
+
+
+def test_tasks_of_a_missing_pool_wait_until_it_exists(store, dags_dir):
+    write_dag(dags_dir, "pooled.py", POOLED.format(seconds=0))
+    queue_run(store, dags_dir, "pooled")
+    assert sorted(c.task_id for c in claim(store)) == ["free", "free__2"]
+    with store.read() as conn:
+        assert transitions.pools_missing(conn) == ["db"]
+    with store.write() as conn:
+        registry.set_pool(conn, "db", 2, None)
+    assert len(claim(store)) == 2
+
+
+def test_pooled_attempts_never_overlap_with_four_children(sqlite_store, dags_dir):
+    write_dag(dags_dir, "pooled.py", POOLED.format(seconds=0.3))
+    with sqlite_store.write() as conn:
+        registry.set_pool(conn, "db", 1, None)
+    run, _ = run_once(sqlite_store, dags_dir, "pooled", workers=4)
+    assert run.state == "success"
+    with sqlite_store.read() as conn:
+        spans = conn.execute(
+            select(task_attempt.c.started_at, task_attempt.c.ended_at)
+            .where(task_attempt.c.task_id.like("load%"))
+            .order_by(task_attempt.c.started_at)
+        ).all()
+    assert len(spans) == 3
+    for before, after in pairwise(spans):
+        assert after.started_at >= before.ended_at, "two tasks of a 1-slot pool overlapped"
+
+
+def test_pools_cli(cli_env):
+    assert (
+        run_cli("pools", "set", "db", "2", "--description", "warehouse", env=cli_env).returncode
+        == 0
+    )
+    listed = run_cli("pools", "list", "--json", env=cli_env)
+    assert json.loads(listed.stdout) == [
+        {"name": "db", "slots": 2, "description": "warehouse", "running": 0, "queued": 0}
+    ]
+    bad = run_cli("pools", "set", "../x", "2", env=cli_env)
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert run_cli("pools", "delete", "db", env=cli_env).returncode == 0
+    missing = run_cli("pools", "delete", "db", env=cli_env)
+    assert missing.returncode == 2 and "no pool 'db'" in missing.stderr
