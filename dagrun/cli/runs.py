@@ -77,30 +77,14 @@ def backfill(
     if dry_run:
         _print_plan(plan)
         return
-    todo = plan.to_run
-    counts = plan.counts()
-    click.echo(
-        f"backfill {dag_id}: {len(plan.entries)} date(s); "
-        + ", ".join(f"{n} {a.value}" for a, n in counts.items()),
-        err=True,
-    )
-    kept_failed = counts.get(Action.KEEP_FAILED, 0)
-    rerun_hint = f"dagrun backfill {dag_id} --start {start} --end {end} --rerun-failed"
-    tz = spec.timetable.tz
-    for e in plan.entries:
-        if e.action == Action.KEEP_FAILED:
-            click.echo(
-                f"{_local(e.interval.start, tz)}: skipped-failed (rerun with `{rerun_hint}`)",
-                err=True,
-            )
-    if not todo:
+    kept_failed = _announce(plan, f"dagrun backfill {dag_id} --start {start} --end {end}")
+    if not plan.to_run:
         raise click.exceptions.Exit(1 if kept_failed else 0)
-    progress = Progress(len(todo), len(todo) * len(spec.tasks))
-    run_pks = prepare(app.store, plan)
+    progress = Progress(len(plan.to_run), len(plan.to_run) * len(spec.tasks))
     job = RunDriver(
         app.store,
         spec,
-        run_pks,
+        prepare(app.store, plan),
         max_active_runs=max_active_runs,
         workers=workers,
         reverse=reverse,
@@ -109,9 +93,31 @@ def backfill(
     with stop_signals(job.stop):
         result = job.run()
     progress.close()
+    _report(spec, result, f"dagrun backfill {dag_id} --start {start} --end {end}")
+    if result.failed or kept_failed:
+        raise click.exceptions.Exit(1)
+
+
+def _announce(plan, command: str) -> int:
+    """Say what the backfill will do; returns how many failed dates it leaves alone."""
+    counts = plan.counts()
+    click.echo(
+        f"backfill {plan.spec.dag_id}: {len(plan.entries)} date(s); "
+        + ", ".join(f"{n} {a.value}" for a, n in counts.items()),
+        err=True,
+    )
+    for e in plan.entries:
+        if e.action == Action.KEEP_FAILED:
+            when = _local(e.interval.start, plan.spec.timetable.tz)
+            click.echo(f"{when}: skipped-failed (rerun with `{command} --rerun-failed`)", err=True)
+    return counts.get(Action.KEEP_FAILED, 0)
+
+
+def _report(spec: DagSpec, result, command: str) -> None:
+    """The closing summary, and what to do next when something failed or stopped."""
     runs, tasks = result.runs, result.tasks
     click.echo(
-        f"backfill {dag_id}: runs {runs.get('success', 0)} succeeded, "
+        f"backfill {spec.dag_id}: runs {runs.get('success', 0)} succeeded, "
         f"{runs.get('failed', 0)} failed; tasks "
         + ", ".join(f"{n} {s}" for s, n in sorted(tasks.items()))
         + f"; {result.seconds:.1f}s"
@@ -121,11 +127,10 @@ def backfill(
     _echo_stuck(spec, result.stuck)
     if runs.get("failed") or result.stuck:
         click.echo(
-            f"failed tasks: `dagrun tasks failed {dag_id}`; rerun them with `{rerun_hint}`",
+            f"failed tasks: `dagrun tasks failed {spec.dag_id}`; rerun them with "
+            f"`{command} --rerun-failed`",
             err=True,
         )
-    if result.failed or kept_failed:
-        raise click.exceptions.Exit(1)
 
 
 def _echo_stuck(spec: DagSpec, stuck: list[datetime]) -> None:
