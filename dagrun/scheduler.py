@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
+from dagrun.errors import StoreError
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
 from dagrun.store import Store, registry, transitions
@@ -77,8 +78,14 @@ class Scheduler:
         with self.store.read() as conn:
             dags = registry.active_dags(conn)
         for row in dags:
-            self._schedule_dag(row.dag_id, report)
-        report.requeued, report.reaped = sweep(self.store, self.specs, self.lease_loss_budget)
+            try:
+                self._schedule_dag(row.dag_id, report)
+            except StoreError as exc:
+                log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
+        try:
+            report.requeued, report.reaped = sweep(self.store, self.specs, self.lease_loss_budget)
+        except StoreError as exc:
+            log.warning("sweep rolled back, next tick retries: %s", exc)
         return report
 
     def _refresh_dags(self) -> None:

@@ -24,6 +24,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
+from dagrun.errors import StoreError
 from dagrun.pool import Job, Pool
 from dagrun.runner import AttemptRequest, AttemptResult
 from dagrun.spec import DagSpec
@@ -65,8 +66,9 @@ class WorkerOptions:
     grace: float = 30.0
     log_dir: Path = field(default_factory=lambda: dagrun_home() / "logs")
     lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET
-    prefetch: int = 8
+    prefetch: int = 32
     batch_delay: float = 0.01
+    short_task: float = 0.05
 
 
 class Worker:
@@ -96,6 +98,7 @@ class Worker:
         self.specs = registry.SpecCache()
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
+        self._typical_seconds = 0.0
         self._stopping = False
         self._hurry = False
         self._last_heartbeat = time.monotonic()
@@ -145,7 +148,7 @@ class Worker:
             return False
         return (
             len(self._buffer) < pool.size
-            or len(self._finished) >= pool.size * self.options.prefetch // 2
+            or len(self._finished) >= pool.size * self._depth() // 2
             or time.monotonic() - self._finished_since() >= self.options.batch_delay
         )
 
@@ -172,15 +175,51 @@ class Worker:
         return self.options.lease_seconds / 3
 
     def _room(self, pool: Pool) -> int:
-        """How many more claims to take: enough to keep every child busy for several tasks
-        while the next group commit runs (``prefetch`` per child)."""
-        wanted = self.options.prefetch * pool.size
-        return max(0, wanted - len(pool.busy()) - len(self._buffer))
+        """How many more claims to take: enough to keep every child busy while the next
+        group commit runs."""
+        return max(0, self._depth() * pool.size - len(pool.busy()) - len(self._buffer))
+
+    def _depth(self) -> int:
+        """Claims per child. Short tasks get a deep buffer (``prefetch``), so one commit
+        serves many of them; long tasks get one each, so a worker never sits on queued
+        work that another worker could start now."""
+        return self.options.prefetch if self._typical_seconds < self.options.short_task else 1
+
+    def _learn(self, finished: list[tuple[Job, AttemptResult]]) -> None:
+        """Keep a moving average of how long attempts take."""
+        for _job, result in finished:
+            self._typical_seconds += 0.2 * (result.duration - self._typical_seconds)
 
     def _step(self, pool: Pool) -> None:
-        """One group commit: record finished attempts, advance runs, claim more work."""
+        """One group commit: record finished attempts, advance runs, claim more work.
+
+        A transient database error (a deadlock victim, a restarting server) rolls the whole
+        commit back; the finished attempts are kept and recorded at the next turn.
+        """
         finished, self._finished = self._finished, []
+        self._learn(finished)
         outcomes = [_outcome(job, result) for job, result in finished]
+        try:
+            completion, claims, jobs = self._commit(pool, outcomes)
+        except StoreError as exc:
+            self._finished = finished + self._finished
+            log.warning("group commit rolled back, will retry: %s", exc)
+            time.sleep(0.05)
+            return
+        self._buffer.extend(jobs)
+        self.stats.claimed += len(claims)
+        self.stats.add(completion)
+        for outcome in completion.stale:
+            log.warning(
+                "discarded stale result of task instance %s (fence %s)",
+                outcome.ti_id,
+                outcome.fence_token,
+            )
+        self.stats.finished_runs += len(completion.finished_runs)
+        if completion.finished_runs and self.tick_when_runs_end:
+            self._last_tick = float("-inf")
+
+    def _commit(self, pool: Pool, outcomes: list[Outcome]):
         with self.store.write() as conn:
             now = self.store.now(conn)
             spec_for = self.specs.bound(conn)
@@ -196,18 +235,7 @@ class Worker:
                 now,
             )
             jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
-        self._buffer.extend(jobs)
-        self.stats.claimed += len(claims)
-        self.stats.add(completion)
-        for outcome in completion.stale:
-            log.warning(
-                "discarded stale result of task instance %s (fence %s)",
-                outcome.ti_id,
-                outcome.fence_token,
-            )
-        self.stats.finished_runs += len(completion.finished_runs)
-        if completion.finished_runs and self.tick_when_runs_end:
-            self._last_tick = float("-inf")
+        return completion, claims, jobs
 
     def _tick_if_due(self) -> None:
         """Run the tick hook on its interval, and at once after a run ended when asked

@@ -11,6 +11,8 @@ This module is the whole concurrency story of dagrun. The rules it keeps:
 * Per-DAG decisions (creating and admitting runs) lock the DAG row, and per-run decisions
   (which tasks are ready, whether the run is over) lock the run row, so two processes never
   act on the same stale picture. The unique keys catch anything that slips past.
+* Run rows are always locked in id order (ORDER BY id, sorted batches), so two transactions
+  that each lock several runs can never deadlock on PostgreSQL.
 * Every attempt gets exactly one outcome in ``task_attempt``, including the stale ones.
 
 Callers pass ``now`` from ``Store.now()``: the database server's clock on PostgreSQL.
@@ -178,7 +180,7 @@ def admit_runs(
             _SET_RUN_STATE,
             [
                 {"b_run_pk": pk, "b_from": RunState.WAITING.value, "b_to": RunState.QUEUED.value}
-                for pk in admitted
+                for pk in sorted(admitted)
             ],
         )
         ensure_task_instances(conn, spec, admitted)
@@ -233,10 +235,14 @@ def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
     return due
 
 
-_DUE_RUNS = select(dag_run.c.id).where(
-    dag_run.c.dag_id == bindparam("b_dag_id"),
-    dag_run.c.state == RunState.QUEUED.value,
-    (dag_run.c.not_before.is_(None)) | (dag_run.c.not_before <= bindparam("b_now")),
+_DUE_RUNS = (
+    select(dag_run.c.id)
+    .where(
+        dag_run.c.dag_id == bindparam("b_dag_id"),
+        dag_run.c.state == RunState.QUEUED.value,
+        (dag_run.c.not_before.is_(None)) | (dag_run.c.not_before <= bindparam("b_now")),
+    )
+    .order_by(dag_run.c.id)
 )
 _START_RUN = (
     update(dag_run)
@@ -899,9 +905,7 @@ def reap_expired(
             .values(outcome=AttemptOutcome.LEASE_EXPIRED.value, error=error, ended_at=now)
         )
         reaped.append(Reaped(row.id, row.run_pk, row.dag_id, row.task_id, row.fence_token, failed))
-    for r in reaped:
-        if r.failed:
-            advance_run(conn, r.run_pk, spec_for(r.dag_id), now)
+    advance_runs(conn, {r.run_pk: spec_for(r.dag_id) for r in reaped if r.failed}, now)
     return reaped
 
 
@@ -920,7 +924,7 @@ def clear_runs(
     back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
     """
     cleared_tasks = 0
-    for run_pk, task_ids in selection.items():
+    for run_pk, task_ids in sorted(selection.items()):
         ensure_task_instances(conn, spec, [run_pk])
         where = [ti.c.run_pk == run_pk, ti.c.state != TaskState.RUNNING.value]
         if task_ids is not None:
