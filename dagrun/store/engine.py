@@ -12,6 +12,8 @@ from __future__ import annotations
 import getpass
 import json
 import os
+import sqlite3
+import time
 import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -196,11 +198,27 @@ def _make_engine(url: str) -> Engine:
 def _sqlite_connect(dbapi_conn, _record) -> None:
     dbapi_conn.isolation_level = None
     cursor = dbapi_conn.cursor()
-    cursor.execute("PRAGMA journal_mode=WAL")
+    _use_wal(cursor)
     cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.execute("PRAGMA busy_timeout=60000")
     cursor.close()
+
+
+def _use_wal(cursor) -> None:
+    """Switch a database to WAL once (it stays so). Several processes opening a brand-new
+    database at once may find it busy: the switch takes an exclusive lock that SQLite does
+    not wait for, so try again briefly."""
+    for attempt in range(100):
+        try:
+            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                return
+            cursor.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError:
+            if attempt == 99:
+                raise
+            time.sleep(0.05)
 
 
 def _sqlite_begin(conn: Connection) -> None:
