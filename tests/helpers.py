@@ -132,3 +132,41 @@ def stop_process(process: subprocess.Popen, timeout: float = 30) -> int:
             process.kill()
             process.wait(10)
     return process.returncode
+
+
+def db_rows(env: dict[str, str], query: str) -> list[tuple]:
+    """Rows of a SQL query against the database of a CLI environment (any engine)."""
+    from sqlalchemy import create_engine, text
+
+    from dagrun.store.engine import normalise_url
+
+    engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
+    try:
+        with engine.connect() as conn:
+            return [tuple(row) for row in conn.execute(text(query))]
+    finally:
+        engine.dispose()
+
+
+def table_counts(env: dict[str, str]) -> dict[str, int]:
+    """Rows per table of a CLI environment's database (to prove a command changed nothing)."""
+    from sqlalchemy import create_engine, inspect
+
+    from dagrun.store.engine import normalise_url
+
+    engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
+    try:
+        tables = inspect(engine).get_table_names()
+    finally:
+        engine.dispose()
+    assert {"dag", "dag_run", "task_instance", "task_attempt", "audit_log"} <= set(tables)
+    return {t: db_rows(env, f'SELECT count(*) FROM "{t}"')[0][0] for t in tables}
+
+
+def cli_json(*args: str, env: dict[str, str]):
+    """The JSON document a ``dagrun ... --json`` command prints (it must exit 0)."""
+    import json
+
+    result = run_cli(*args, "--json", env=env, timeout=30)
+    assert result.returncode == 0, result.stdout + result.stderr
+    return json.loads(result.stdout)

@@ -18,10 +18,8 @@ from datetime import datetime, timedelta
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, inspect, text
 
-from dagrun.store.engine import normalise_url
-from tests.helpers import dagrun_cmd, run_cli, write_dag
+from tests.helpers import cli_json, dagrun_cmd, db_rows, run_cli, table_counts, write_dag
 
 DAYS = [f"2026-01-0{day}" for day in range(1, 6)]
 RANGE = ("--start", DAYS[0], "--end", DAYS[-1])
@@ -107,36 +105,11 @@ def backfill(dag_id: str, *args: str, env: dict[str, str]) -> subprocess.Complet
     return dagrun("backfill", dag_id, *args, env=env)
 
 
-def json_out(*args: str, env: dict[str, str]):
-    result = dagrun(*args, "--json", env=env)
-    assert result.returncode == 0, result.stdout + result.stderr
-    return json.loads(result.stdout)
-
-
 def summary(result: subprocess.CompletedProcess) -> tuple[int, int, str]:
     """(runs succeeded, runs failed, tasks) from the last line on stdout."""
     match = SUMMARY.search(result.stdout.rstrip().splitlines()[-1])
     assert match, result.stdout
     return int(match[1]), int(match[2]), match[3]
-
-
-def sql(env: dict[str, str], query: str) -> list[tuple]:
-    engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
-    try:
-        with engine.connect() as conn:
-            return [tuple(row) for row in conn.execute(text(query))]
-    finally:
-        engine.dispose()
-
-
-def row_counts(env: dict[str, str]) -> dict[str, int]:
-    engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
-    try:
-        tables = inspect(engine).get_table_names()
-    finally:
-        engine.dispose()
-    assert {"dag_run", "task_instance", "task_attempt", "audit_log"} <= set(tables)
-    return {t: sql(env, f'SELECT count(*) FROM "{t}"')[0][0] for t in tables}
 
 
 def day(logical_date: str | datetime) -> str:
@@ -146,7 +119,7 @@ def day(logical_date: str | datetime) -> str:
 
 def attempts(env: dict[str, str]) -> dict[tuple[str, str], list[str]]:
     """(task_id, day of the logical date in UTC) -> outcomes of its attempts, in order."""
-    rows = sql(
+    rows = db_rows(
         env,
         "SELECT a.task_id, r.logical_date, a.outcome FROM task_attempt a "
         "JOIN dag_run r ON r.id = a.run_pk ORDER BY a.id",
@@ -158,7 +131,7 @@ def attempts(env: dict[str, str]) -> dict[tuple[str, str], list[str]]:
 
 
 def task_states(env: dict[str, str], dag_id: str, day: str) -> dict[str, str]:
-    run = json_out("runs", "show", dag_id, "--date", day, env=env)
+    run = cli_json("runs", "show", dag_id, "--date", day, env=env)
     return {t["task_id"]: t["state"] for t in run["tasks"]}
 
 
@@ -175,7 +148,7 @@ def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(env, dags_di
     assert f"--start {DAYS[0]} --end {DAYS[-1]} --rerun-failed" in failed.stderr
     assert "Traceback" not in failed.stderr
 
-    (dead,) = json_out("tasks", "failed", "flaky", env=env)
+    (dead,) = cli_json("tasks", "failed", "flaky", env=env)
     assert {"dag_id", "task_id", "logical_date", "try_number", "error"} <= set(dead)
     assert (dead["dag_id"], dead["task_id"]) == ("flaky", "extract")
     assert dead["logical_date"] == f"{DAYS[2]}T00:00:00+00:00"
@@ -186,7 +159,7 @@ def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(env, dags_di
     (line,) = [line for line in listed.stdout.splitlines() if line.startswith("flaky")]
     assert "extract" in line and DAYS[2] in line and f"bad input on {DAYS[2]}" in line
 
-    runs = json_out("runs", "list", "flaky", env=env)
+    runs = cli_json("runs", "list", "flaky", env=env)
     assert [r["state"] for r in runs] == ["success", "success", "failed", "success", "success"]
     assert task_states(env, "flaky", DAYS[2]) == {
         "extract": "failed",
@@ -198,19 +171,19 @@ def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(env, dags_di
     )
 
     # The same command again: the failed date is reported and kept, nothing changes.
-    before = row_counts(env)
+    before = table_counts(env)
     again = backfill("flaky", *RANGE, env=env)
     assert again.returncode == 1, again.stdout + again.stderr
     (kept,) = [line for line in again.stderr.splitlines() if "skipped-failed" in line]
     assert DAYS[2] in kept and "--rerun-failed" in kept
-    assert row_counts(env) == before
+    assert table_counts(env) == before
 
     write_flaky(dags_dir, fail_on=None)
     fixed = backfill("flaky", *RANGE, "--rerun-failed", env=env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert summary(fixed)[:2] == (1, 0)
-    assert [r["state"] for r in json_out("runs", "list", "flaky", env=env)] == ["success"] * 5
-    assert json_out("tasks", "failed", "flaky", env=env) == []
+    assert [r["state"] for r in cli_json("runs", "list", "flaky", env=env)] == ["success"] * 5
+    assert cli_json("tasks", "failed", "flaky", env=env) == []
     history = attempts(env)
     assert history.pop(("extract", DAYS[2])) == ["failed", "success"]
     assert history.pop(("load", DAYS[2])) == ["success"]  # upstream_failed never ran before
@@ -226,7 +199,7 @@ def test_depends_on_past_holds_later_dates_until_the_past_succeeds(env, dags_dir
     assert DAYS[3] in failed.stderr and DAYS[4] in failed.stderr
     history = attempts(env)
     assert ("extract", DAYS[3]) not in history and ("extract", DAYS[4]) not in history
-    assert [r["state"] for r in json_out("runs", "list", "flaky", env=env)][:3] == [
+    assert [r["state"] for r in cli_json("runs", "list", "flaky", env=env)][:3] == [
         "success",
         "success",
         "failed",
@@ -235,8 +208,8 @@ def test_depends_on_past_holds_later_dates_until_the_past_succeeds(env, dags_dir
     write_flaky(dags_dir, fail_on=None, max_active=2, depends_on_past=True)
     fixed = backfill("flaky", *RANGE, "--rerun-failed", env=env)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
-    assert [r["state"] for r in json_out("runs", "list", "flaky", env=env)] == ["success"] * 5
-    spans = sql(
+    assert [r["state"] for r in cli_json("runs", "list", "flaky", env=env)] == ["success"] * 5
+    spans = db_rows(
         env,
         "SELECT r.logical_date, a.started_at, a.ended_at FROM task_attempt a "
         "JOIN dag_run r ON r.id = a.run_pk WHERE a.task_id = 'extract' AND a.outcome = 'success' "
@@ -251,24 +224,24 @@ def test_reset_reruns_every_task_once_more_in_the_same_runs(cli_env, dags_dir):
     write_flaky(dags_dir, fail_on=None)
     days = ("--start", DAYS[0], "--end", DAYS[2])
     assert backfill("flaky", *days, env=cli_env).returncode == 0
-    first = json_out("runs", "list", "flaky", env=cli_env)
+    first = cli_json("runs", "list", "flaky", env=cli_env)
     reset = backfill("flaky", *days, "--reset", env=cli_env)
     assert reset.returncode == 0, reset.stdout + reset.stderr
     assert summary(reset)[:3] == (3, 0, "9 success")
-    runs = json_out("runs", "list", "flaky", env=cli_env)
+    runs = cli_json("runs", "list", "flaky", env=cli_env)
     assert [r["run_id"] for r in runs] == [r["run_id"] for r in first]
     assert [r["state"] for r in runs] == ["success"] * 3
     history = attempts(cli_env)
     assert len(history) == 3 * 3
     assert set(map(tuple, history.values())) == {("success", "success")}
-    detail = [json.loads(d) for (d,) in sql(cli_env, "SELECT detail FROM audit_log")]
+    detail = [json.loads(d) for (d,) in db_rows(cli_env, "SELECT detail FROM audit_log")]
     assert [d["actions"] for d in detail] == [{"create": 3}, {"reset and rerun": 3}]
 
 
 def test_dry_run_prints_the_plan_and_changes_nothing(cli_env, dags_dir):
     write_flaky(dags_dir)
     assert backfill("flaky", "--start", DAYS[0], "--end", DAYS[2], env=cli_env).returncode == 1
-    before = row_counts(cli_env)
+    before = table_counts(cli_env)
     assert before["dag_run"] == 3
 
     plan = backfill("flaky", "--start", DAYS[0], "--end", DAYS[4], "--dry-run", env=cli_env)
@@ -284,7 +257,7 @@ def test_dry_run_prints_the_plan_and_changes_nothing(cli_env, dags_dir):
     assert reset.returncode == 0
     actions = [line.rsplit("  ", 1)[-1] for line in reset.stdout.splitlines() if line[:4] == "2026"]
     assert actions == ["reset and rerun"] * 3 + ["create"] * 2
-    assert row_counts(cli_env) == before
+    assert table_counts(cli_env) == before
 
 
 @pytest.mark.parametrize(
@@ -310,7 +283,7 @@ def test_bad_input_exits_2_with_one_line_and_changes_nothing(cli_env, dags_dir, 
     for word in words:
         assert word in lines[0]
     if Path(cli_env["DAGRUN_DB_URL"].removeprefix("sqlite:///")).exists():
-        assert sql(cli_env, "SELECT count(*) FROM dag_run") == [(0,)]
+        assert db_rows(cli_env, "SELECT count(*) FROM dag_run") == [(0,)]
 
 
 def test_reverse_is_refused_with_depends_on_past(cli_env, dags_dir):
@@ -321,7 +294,7 @@ def test_reverse_is_refused_with_depends_on_past(cli_env, dags_dir):
 
 
 def run_spans(env: dict[str, str], dag_id: str) -> list[tuple[str, datetime, datetime]]:
-    runs = json_out("runs", "list", dag_id, env=env)
+    runs = cli_json("runs", "list", dag_id, env=env)
     assert {r["state"] for r in runs} == {"success"}
     return [(r["logical_date"], instant(r["start_date"]), instant(r["end_date"])) for r in runs]
 
@@ -362,7 +335,7 @@ def test_a_date_only_range_is_whole_local_days(cli_env, dags_dir, tz, local_midn
     write_dag(dags_dir, "hourly.py", HOURLY.format(tz=tz))
     done = backfill("hourly", "--start", "2026-01-01", "--end", "2026-01-01", env=cli_env)
     assert done.returncode == 0, done.stdout + done.stderr
-    runs = json_out("runs", "list", "hourly", env=cli_env)
+    runs = cli_json("runs", "list", "hourly", env=cli_env)
     first = instant(local_midnight_utc)
     assert [instant(r["logical_date"]) for r in runs] == [
         first + timedelta(hours=h) for h in range(24)

@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import json
 import os
-import sqlite3
 import subprocess
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli, write_dag
+from tests.helpers import cli_json, db_rows, run_cli, table_counts, write_dag
 
 DAYS = ["2026-01-01", "2026-01-02", "2026-01-03"]
 RANGE = ("--start", DAYS[0], "--end", DAYS[-1])
@@ -89,25 +88,9 @@ def ok(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess:
     return result
 
 
-def json_out(*args: str, env: dict[str, str]):
-    return json.loads(ok(*args, "--json", env=env).stdout)
-
-
-def sql(env: dict[str, str], query: str, *params) -> list[tuple]:
-    path = env["DAGRUN_DB_URL"].removeprefix("sqlite:///")
-    with sqlite3.connect(path) as conn:
-        return conn.execute(query, params).fetchall()
-
-
-def row_counts(env: dict[str, str]) -> dict[str, int]:
-    tables = [t for (t,) in sql(env, "SELECT name FROM sqlite_master WHERE type = 'table'")]
-    assert {"dag", "dag_run", "task_instance", "task_attempt", "audit_log"} <= set(tables)
-    return {t: sql(env, f'SELECT count(*) FROM "{t}"')[0][0] for t in tables}
-
-
 def attempt_counts(env: dict[str, str]) -> dict[tuple[str, str], int]:
     """(task_id, UTC day of the logical date) -> attempts."""
-    rows = sql(
+    rows = db_rows(
         env,
         "SELECT a.task_id, substr(r.logical_date, 1, 10), count(*) FROM task_attempt a "
         "JOIN dag_run r ON r.id = a.run_pk GROUP BY 1, 2",
@@ -116,7 +99,7 @@ def attempt_counts(env: dict[str, str]) -> dict[tuple[str, str], int]:
 
 
 def task_states(env: dict[str, str], day: str) -> dict[str, str]:
-    run = json_out("runs", "show", "chain", "--date", day, env=env)
+    run = cli_json("runs", "show", "chain", "--date", day, env=env)
     return {t["task_id"]: t["state"] for t in run["tasks"]}
 
 
@@ -135,24 +118,24 @@ def assert_usage_error(result: subprocess.CompletedProcess, *words: str) -> None
 def test_run_with_a_key_runs_once(chain):
     first = ok("run", "chain", "--date", DAYS[1], "--run-id", "fix-42", env=chain)
     assert "run fix-42: success" in first.stdout
-    (run,) = json_out("runs", "list", "chain", env=chain)
+    (run,) = cli_json("runs", "list", "chain", env=chain)
     assert run["run_id"] == "fix-42"
     assert run["run_type"] == "manual"
     assert run["state"] == "success"
     assert run["logical_date"] == f"{DAYS[1]}T00:00:00+00:00"
-    before = row_counts(chain)
+    before = table_counts(chain)
     assert before["task_attempt"] == 4
 
     again = ok("run", "chain", "--date", DAYS[1], "--run-id", "fix-42", env=chain)
     assert "fix-42 already exists (success); nothing to do" in again.stdout
     assert "run fix-42: success" in again.stdout  # and reports the run
-    assert row_counts(chain) == before
+    assert table_counts(chain) == before
 
 
 def test_run_without_a_date_runs_now(chain):
     started = datetime.now(UTC)
     done = ok("run", "chain", env=chain)
-    (run,) = json_out("runs", "list", "chain", env=chain)
+    (run,) = cli_json("runs", "list", "chain", env=chain)
     assert run["run_type"] == "manual" and run["state"] == "success"
     assert run["run_id"] in done.stdout
     logical = datetime.fromisoformat(run["logical_date"])
@@ -175,9 +158,9 @@ def test_a_failing_run_exits_1_and_shows_the_error(cli_env, dags_dir):
 
 def test_run_on_a_date_that_has_a_run_is_refused(chain):
     ok("backfill", "chain", "--start", DAYS[0], "--end", DAYS[0], env=chain)
-    before = row_counts(chain)
+    before = table_counts(chain)
     assert_usage_error(dagrun("run", "chain", "--date", DAYS[0], env=chain), "already has run")
-    assert row_counts(chain) == before
+    assert table_counts(chain) == before
 
 
 def test_a_run_whose_past_failed_ends_and_says_why(cli_env, dags_dir):
@@ -204,7 +187,7 @@ def test_clear_resets_the_chosen_tasks_and_backfill_runs_them_again(chain):
     for day in DAYS[:2]:
         assert task_states(chain, day) == {"a": "success", "b": "none", "c": "none", "d": "success"}
     assert set(task_states(chain, DAYS[2]).values()) == {"success"}
-    (audit,) = sql(chain, "SELECT dag_id, detail FROM audit_log WHERE action = 'clear'")
+    (audit,) = db_rows(chain, "SELECT dag_id, detail FROM audit_log WHERE action = 'clear'")
     assert audit[0] == "chain"
     detail = json.loads(audit[1])
     assert (detail["pattern"], detail["downstream"], detail["tasks"]) == ("^b$", True, 4)
@@ -218,12 +201,12 @@ def test_clear_resets_the_chosen_tasks_and_backfill_runs_them_again(chain):
 
 def test_clear_without_yes_asks_and_no_changes_nothing(chain):
     ok("backfill", "chain", *RANGE, env=chain)
-    before = row_counts(chain)
+    before = table_counts(chain)
     states = {day: task_states(chain, day) for day in DAYS}
     declined = dagrun("clear", "chain", *RANGE, env=chain, input="n\n")
     assert declined.returncode != 0
     assert "clear 12 task instance(s) in 3 run(s) of chain?" in declined.stdout
-    assert row_counts(chain) == before
+    assert table_counts(chain) == before
     assert {day: task_states(chain, day) for day in DAYS} == states
 
     accepted = dagrun("clear", "chain", *RANGE, "--tasks", "^d$", env=chain, input="y\n")
@@ -258,10 +241,10 @@ def test_clear_failed_only_touches_the_failures(cli_env, dags_dir):
 )
 def test_clear_with_a_bad_pattern_exits_2(chain, pattern, words):
     ok("backfill", "chain", "--start", DAYS[0], "--end", DAYS[0], env=chain)
-    before = row_counts(chain)
+    before = table_counts(chain)
     result = dagrun("clear", "chain", *RANGE, "--tasks", pattern, "--yes", env=chain)
     assert_usage_error(result, *words)
-    assert row_counts(chain) == before
+    assert table_counts(chain) == before
 
 
 # ---------------------------------------------------------------- runs list | show
@@ -272,18 +255,18 @@ def test_runs_list_and_show_json(cli_env, dags_dir):
     assert dagrun("backfill", "chain", *RANGE, env=cli_env).returncode == 1
     ok("run", "chain", "--date", "2026-01-05", "--run-id", "by-hand", env=cli_env)
 
-    runs = json_out("runs", "list", "chain", env=cli_env)
+    runs = cli_json("runs", "list", "chain", env=cli_env)
     assert all({"run_id", "logical_date", "state", "run_type"} <= set(r) for r in runs)
     assert [r["logical_date"][:10] for r in runs] == [*DAYS, "2026-01-05"]
     assert [r["state"] for r in runs] == ["success", "failed", "success", "success"]
     assert [r["run_type"] for r in runs] == ["backfill"] * 3 + ["manual"]
     assert runs[-1]["run_id"] == "by-hand"
-    failed = json_out("runs", "list", "chain", "--state", "failed", env=cli_env)
+    failed = cli_json("runs", "list", "chain", "--state", "failed", env=cli_env)
     assert [r["run_id"] for r in failed] == [runs[1]["run_id"]]
     table = ok("runs", "list", "chain", env=cli_env).stdout.splitlines()
     assert len(table) == 1 + 4 and "by-hand" in table[-1] and "manual" in table[-1]
 
-    shown = json_out("runs", "show", "chain", "--date", DAYS[1], env=cli_env)
+    shown = cli_json("runs", "show", "chain", "--date", DAYS[1], env=cli_env)
     assert shown["run_id"] == runs[1]["run_id"]
     assert shown["logical_date"] == f"{DAYS[1]}T00:00:00+00:00"
     assert shown["state"] == "failed"
@@ -294,7 +277,7 @@ def test_runs_list_and_show_json(cli_env, dags_dir):
         "c": ("upstream_failed", 0),
         "d": ("success", 1),
     }
-    by_id = json_out("runs", "show", "chain", "by-hand", env=cli_env)
+    by_id = cli_json("runs", "show", "chain", "by-hand", env=cli_env)
     assert by_id["logical_date"] == "2026-01-05T00:00:00+00:00"
     assert_usage_error(dagrun("runs", "show", "chain", "--date", "2026-02-01", env=cli_env))
 
@@ -323,7 +306,7 @@ def test_logs_print_the_latest_attempt_or_the_chosen_one(cli_env, dags_dir):
 def test_dag_test_runs_in_process_and_records_nothing(cli_env, dags_dir):
     write_chain(dags_dir, fail_on=DAYS[1])
     ok("dags", "list", env=cli_env)  # the DAG rows exist; test itself must add nothing
-    before = row_counts(cli_env)
+    before = table_counts(cli_env)
 
     passed = ok("test", "chain", DAYS[0], env=cli_env)
     assert f"a ran for {DAYS[0]} (try 1, parent {os.getpid()})" in passed.stdout
@@ -335,14 +318,14 @@ def test_dag_test_runs_in_process_and_records_nothing(cli_env, dags_dir):
     assert f"b cannot handle {DAYS[1]}" in failed.stdout + failed.stderr
     states = dict(line.split()[:2] for line in failed.stdout.splitlines()[-4:])
     assert states == {"a": "success", "b": "failed", "c": "upstream_failed", "d": "success"}
-    assert row_counts(cli_env) == before
+    assert table_counts(cli_env) == before
     assert not (Path(cli_env["DAGRUN_HOME"]) / "logs").exists()
 
 
 def test_tasks_test_runs_one_task_in_process_and_records_nothing(cli_env, dags_dir):
     write_chain(dags_dir, fail_on=DAYS[1])
     ok("dags", "list", env=cli_env)
-    before = row_counts(cli_env)
+    before = table_counts(cli_env)
 
     passed = ok("tasks", "test", "chain", "b", DAYS[0], env=cli_env)
     assert f"b ran for {DAYS[0]}" in passed.stdout
@@ -351,4 +334,4 @@ def test_tasks_test_runs_one_task_in_process_and_records_nothing(cli_env, dags_d
     assert failed.returncode == 1
     assert f"RuntimeError: b cannot handle {DAYS[1]}" in failed.stderr
     assert_usage_error(dagrun("tasks", "test", "chain", "nope", DAYS[0], env=cli_env), "nope")
-    assert row_counts(cli_env) == before
+    assert table_counts(cli_env) == before
