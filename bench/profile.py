@@ -272,17 +272,7 @@ def profile_worker(folder: Path, out: Path, tiny: bool, top: int) -> None:
     raw = out / "py-spy.txt"
     with worker_scale.pg_schema(worker_scale.pg_base_url()) as url:
         tasks = worker_scale.fill_queue(url, folder / "dags", graph.dag_id, runs)
-        cmd = [
-            *py_spy_record(raw),
-            *dagrun_command(),
-            "--db",
-            url,
-            "--dags-folder",
-            str(folder / "dags"),
-            "worker",
-            "--concurrency",
-            "2",
-        ]
+        cmd = [*py_spy_record(raw), *worker_scale.worker_command(url, folder / "dags")]
         started = time.monotonic()
         proc = subprocess.Popen(
             cmd,

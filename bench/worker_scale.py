@@ -82,21 +82,26 @@ def fill_queue(url: str, dags: Path, dag_id: str, runs: int) -> int:
         store.dispose()
 
 
+def worker_command(url: str, dags: Path) -> list[str]:
+    """``dagrun worker`` with two children against ``url``."""
+    return [
+        *dagrun_command(),
+        "--db",
+        url,
+        "--dags-folder",
+        str(dags),
+        "worker",
+        "--concurrency",
+        "2",
+    ]
+
+
 def start_workers(url: str, folder: Path, count: int) -> list[subprocess.Popen]:
     procs = []
     for i in range(count):
         home = folder / f"home-{i}"
         home.mkdir()
-        cmd = [
-            *dagrun_command(),
-            "--db",
-            url,
-            "--dags-folder",
-            str(folder / "dags"),
-            "worker",
-            "--concurrency",
-            "2",
-        ]
+        cmd = worker_command(url, folder / "dags")
         with open(home / "stderr", "wb") as err:
             procs.append(
                 subprocess.Popen(

@@ -109,7 +109,7 @@ class Scheduler:
             created = self._create_due_runs(conn, spec, row.next_logical_date, now)
             admitted = transitions.admit_runs(conn, spec, spec.max_active_runs, now)
             started = transitions.start_runs(conn, spec, now)
-            waiting = transitions.count_waiting_runs(conn, dag_id)
+            waiting = 0 if admitted else transitions.count_waiting_runs(conn, dag_id)
         if created:
             report.created[dag_id] = created
             log.info("%s: created %d run(s)", dag_id, created)
@@ -118,7 +118,7 @@ class Scheduler:
         if started:
             report.started[dag_id] = len(started)
             log.info("%s: started %d run(s)", dag_id, len(started))
-        if waiting and not admitted:
+        if waiting:
             self._hold(dag_id, f"{waiting} run(s) wait for max_active_runs={spec.max_active_runs}")
         else:
             self._holds.pop(dag_id, None)

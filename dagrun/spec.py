@@ -126,7 +126,12 @@ class DagSpec:
 
     def digest(self) -> str:
         """The hash the registry stores beside the spec's JSON (see ``registry.save_dags``)."""
-        return hashlib.sha1(self.to_json().encode()).hexdigest()
+        return digest_of(self.to_json())
+
+
+def digest_of(spec_json: str) -> str:
+    """The hash stored beside a spec's JSON, so caches can tell specs apart cheaply."""
+    return hashlib.sha1(spec_json.encode()).hexdigest()
 
 
 def _schedule_value(schedule: str | float | None) -> str | timedelta | None:

@@ -6,7 +6,6 @@ hash so a scheduler tick does not re-decode JSON for DAGs that did not change.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Callable
@@ -16,7 +15,7 @@ from datetime import datetime
 from sqlalchemy import Connection, delete, func, select, update
 
 from dagrun.errors import DagNotFound
-from dagrun.spec import DagSpec
+from dagrun.spec import DagSpec, digest_of
 from dagrun.store.engine import dialect_insert
 from dagrun.store.schema import dag, dag_file, pool, task_instance
 
@@ -139,7 +138,7 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
                 "is_active": True,
                 "is_paused": spec.is_paused_upon_creation,
                 "spec": text,
-                "spec_hash": hashlib.sha1(text.encode()).hexdigest(),
+                "spec_hash": digest_of(text),
                 "created_at": now,
                 "updated_at": now,
             }
