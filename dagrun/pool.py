@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
-from dagrun.runner import AttemptRequest, AttemptResult, child_main
+from dagrun.runner import AttemptRequest, AttemptResult, DagCache, execute
 from dagrun.states import AttemptOutcome
 
 _FORK = multiprocessing.get_context("fork")
@@ -63,6 +63,22 @@ def _child_entry(conn: Connection) -> None:
     os.setpgrp()
     _die_with_parent()
     child_main(conn)
+
+
+def child_main(conn) -> None:
+    """A pool child: run attempts sent by the worker until told to stop (None)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    cache = DagCache()
+    while True:
+        try:
+            request = conn.recv()
+        except EOFError:
+            return
+        if request is None:
+            return
+        result = execute(request, cache, lambda pgid: conn.send(("pgid", pgid)))
+        conn.send(("done", result))
 
 
 def _die_with_parent() -> None:

@@ -345,19 +345,3 @@ def _make_folder(folder: str) -> None:
     if folder not in _FOLDERS:
         os.makedirs(folder, exist_ok=True)
         _FOLDERS.add(folder)
-
-
-def child_main(conn) -> None:
-    """A pool child: run attempts sent by the worker until told to stop (None)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, signal.SIG_DFL)
-    cache = DagCache()
-    while True:
-        try:
-            request = conn.recv()
-        except EOFError:
-            return
-        if request is None:
-            return
-        result = execute(request, cache, lambda pgid: conn.send(("pgid", pgid)))
-        conn.send(("done", result))
