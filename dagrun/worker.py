@@ -344,6 +344,7 @@ def _outcome(job: Job, result: AttemptResult) -> Outcome:
 
 
 def log_path(log_dir: Path, claim: Claim) -> str:
-    """``logs/<dag>/<task>/<logical date>/attempt-<try>.log``: one file per attempt."""
+    """``logs/<dag>/<logical date>/<task>-attempt-<try>.log``: one file per attempt, one
+    folder per run (a folder per attempt would cost a ``mkdir`` for every small task)."""
     stamp = claim.logical_date.strftime("%Y-%m-%dT%H%M%SZ")
-    return f"{log_dir}/{claim.dag_id}/{claim.task_id}/{stamp}/attempt-{claim.try_number}.log"
+    return f"{log_dir}/{claim.dag_id}/{stamp}/{claim.task_id}-attempt-{claim.try_number}.log"

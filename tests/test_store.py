@@ -261,14 +261,14 @@ def test_dialect_insert_upserts(store: Store):
         return conn.execute(select(meta.c.value).where(meta.c.key == "k")).scalar_one()
 
     with store.write() as conn:
-        conn.execute(dialect_insert(conn, meta).values(key="k", value="1"))
+        conn.execute(dialect_insert(conn.dialect.name, meta).values(key="k", value="1"))
         conn.execute(
-            dialect_insert(conn, meta)
+            dialect_insert(conn.dialect.name, meta)
             .values(key="k", value="2")
             .on_conflict_do_update(index_elements=["key"], set_={"value": "2"})
         )
         assert value(conn) == "2"
-        conn.execute(dialect_insert(conn, meta).values(key="k", value="3").on_conflict_do_nothing())
+        conn.execute(dialect_insert(conn.dialect.name, meta).values(key="k", value="3").on_conflict_do_nothing())
         assert value(conn) == "2"
 
 

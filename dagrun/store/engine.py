@@ -228,9 +228,9 @@ def _sqlite_begin(conn: Connection) -> None:
         conn.exec_driver_sql("BEGIN")
 
 
-def dialect_insert(conn: Connection, table):
+def dialect_insert(dialect: str, table):
     """The dialect's INSERT, which knows ``ON CONFLICT`` on both SQLite and PostgreSQL."""
-    if conn.dialect.name == "postgresql":
+    if dialect == "postgresql":
         from sqlalchemy.dialects.postgresql import insert
     else:
         from sqlalchemy.dialects.sqlite import insert

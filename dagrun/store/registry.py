@@ -89,7 +89,7 @@ def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None
     """Record parsed files and upsert their DAGs in two batched statements."""
     if not files:
         return
-    stmt = dialect_insert(conn, dag_file)
+    stmt = dialect_insert(conn.dialect.name, dag_file)
     conn.execute(
         stmt.on_conflict_do_update(
             index_elements=["path"],
@@ -125,7 +125,7 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
     pause flag and scheduler cursor."""
     if not specs:
         return
-    stmt = dialect_insert(conn, dag)
+    stmt = dialect_insert(conn.dialect.name, dag)
     rows = []
     for spec in specs:
         text = spec.to_json()
@@ -246,7 +246,8 @@ class PoolRow:
 
 def set_pool(conn: Connection, name: str, slots: int, description: str | None) -> None:
     """Create or resize a pool: at most ``slots`` of its tasks run at once, on all workers."""
-    stmt = dialect_insert(conn, pool).values(name=name, slots=slots, description=description)
+    stmt = dialect_insert(conn.dialect.name, pool)
+    stmt = stmt.values(name=name, slots=slots, description=description)
     conn.execute(
         stmt.on_conflict_do_update(
             index_elements=["name"], set_={"slots": slots, "description": description}

@@ -20,6 +20,7 @@ Callers pass ``now`` from ``Store.now()``: the database server's clock on Postgr
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -38,6 +39,7 @@ from dagrun.states import (
     RunType,
     TaskState,
 )
+from dagrun.store import compiled
 from dagrun.store.engine import Capabilities, dialect_insert
 from dagrun.store.schema import dag, dag_run, partition_write, pool, task_attempt, task_instance
 from dagrun.timetable import DataInterval
@@ -95,8 +97,8 @@ def create_runs(
     ]
     if not rows:
         return 0
-    stmt = dialect_insert(conn, dag_run).on_conflict_do_nothing().returning(dag_run.c.id)
-    return len(conn.execute(stmt, rows).all())
+    stmt = dialect_insert(conn.dialect.name, dag_run).on_conflict_do_nothing()
+    return len(conn.execute(stmt.returning(dag_run.c.id), rows).all())
 
 
 def create_manual_run(
@@ -142,7 +144,7 @@ def set_cursor(conn: Connection, dag_id: str, next_logical_date: datetime | None
 
 
 def count_active_runs(conn: Connection, dag_id: str) -> int:
-    return conn.execute(_COUNT_ACTIVE, {"b_dag_id": dag_id}).scalar_one()
+    return compiled.rows(conn, _COUNT_ACTIVE, {"b_dag_id": dag_id})[0][0]
 
 
 def count_waiting_runs(conn: Connection, dag_id: str) -> int:
@@ -168,7 +170,7 @@ def admit_runs(
     free = max_active - count_active_runs(conn, spec.dag_id)
     if free <= 0:
         return []
-    waiting = [pk for (pk,) in conn.execute(_WAITING_RUNS, {"b_dag_id": spec.dag_id})]
+    waiting = [r.id for r in compiled.rows(conn, _WAITING_RUNS, {"b_dag_id": spec.dag_id})]
     if newest_first:
         waiting.reverse()
     if run_pks is not None:
@@ -176,7 +178,8 @@ def admit_runs(
         waiting = [pk for pk in waiting if pk in wanted]
     admitted = waiting[:free]
     if admitted:
-        conn.execute(
+        compiled.execute_many(
+            conn,
             _SET_RUN_STATE,
             [
                 {"b_run_pk": pk, "b_from": RunState.WAITING.value, "b_to": RunState.QUEUED.value}
@@ -222,15 +225,31 @@ def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -
         for pk in run_pks
         for t in spec.tasks
     ]
-    if rows:
-        conn.execute(dialect_insert(conn, ti).on_conflict_do_nothing(), rows)
+    compiled.execute_many(conn, _new_task_instances(conn.dialect.name), rows)
+
+
+@functools.cache
+def _new_task_instances(dialect: str):
+    """INSERT of a run's task instances that leaves existing ones alone (per dialect:
+    ``ON CONFLICT`` is spelled by the dialect's own insert)."""
+    columns = ("run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool")
+    return (
+        dialect_insert(dialect, ti)
+        .values(
+            {
+                **{c: bindparam(c) for c in columns},
+                **dict.fromkeys(("try_number", "failures", "lease_losses", "fence_token"), 0),
+            }
+        )
+        .on_conflict_do_nothing()
+    )
 
 
 def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
     """Queued runs whose start time (``spread``) has come become running; roots get queued."""
-    due = list(conn.execute(_DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now}).scalars())
+    due = [r.id for r in compiled.rows(conn, _DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})]
     if due:
-        conn.execute(_START_RUN, [{"b_run_pk": pk, "b_now": now} for pk in due])
+        compiled.execute_many(conn, _START_RUN, [{"b_run_pk": pk, "b_now": now} for pk in due])
         advance_runs(conn, dict.fromkeys(due, spec), now)
     return due
 
@@ -267,11 +286,13 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
     pks = sorted(runs)
     if not pks:
         return {}
-    locked = {r.id: r for r in conn.execute(_LOCK_RUNS, {"b_run_pks": pks})}
+    locked = {r.id: r for r in compiled.rows(conn, _LOCK_RUNS, {"b_run_pks": pks})}
     running = [pk for pk in pks if pk in locked and locked[pk].state == RunState.RUNNING.value]
     states: dict[int, dict[str, TaskState]] = {pk: {} for pk in running}
     if running:
-        for run_pk, task_id, state in conn.execute(_RUNS_TASK_STATES, {"b_run_pks": running}):
+        for run_pk, task_id, state in compiled.rows(
+            conn, _RUNS_TASK_STATES, {"b_run_pks": running}
+        ):
             states[run_pk][task_id] = TaskState(state)
     decided: dict[int, Decisions] = {}
     for pk in running:
@@ -297,15 +318,13 @@ def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> No
             for pk, d in decided.items()
             for task_id in chosen(d)
         ]
-        if rows:
-            conn.execute(statement, rows)
+        compiled.execute_many(conn, statement, rows)
     ended = [
         {"b_run_pk": pk, "b_state": d.run_state.value, "b_now": now}
         for pk, d in decided.items()
         if d.run_state is not None
     ]
-    if ended:
-        conn.execute(_END_RUN, ended)
+    compiled.execute_many(conn, _END_RUN, ended)
 
 
 _LOCK_RUNS = (
@@ -399,29 +418,30 @@ def claim(
         "b_now": now,
     }
     free_pool = _CLAIM_UNPOOLED_SKIP_LOCKED if caps.skip_locked else _CLAIM_UNPOOLED
-    rows = conn.execute(free_pool, {**params, "b_limit": limit}).all()
+    rows = compiled.rows(conn, free_pool, {**params, "b_limit": limit})
     if len(rows) < limit:
         rows += _claim_pooled(conn, caps, limit - len(rows), params)
     if not rows:
         return []
-    conn.execute(
+    compiled.execute_many(
+        conn,
         _INSERT_ATTEMPT,
         [
             {
-                "ti_id": r.id,
-                "run_pk": r.run_pk,
-                "dag_id": r.dag_id,
-                "task_id": r.task_id,
-                "try_number": r.try_number,
-                "fence_token": r.fence_token,
-                "worker": owner,
-                "started_at": now,
+                "b_ti_id": r.id,
+                "b_run_pk": r.run_pk,
+                "b_dag_id": r.dag_id,
+                "b_task_id": r.task_id,
+                "b_try": r.try_number,
+                "b_fence": r.fence_token,
+                "b_owner": owner,
+                "b_now": now,
             }
             for r in rows
         ],
     )
     run_pks = list({r.run_pk for r in rows})
-    runs = {r.id: r for r in conn.execute(_CLAIMED_RUNS, {"b_run_pks": run_pks})}
+    runs = {r.id: r for r in compiled.rows(conn, _CLAIMED_RUNS, {"b_run_pks": run_pks})}
     return [_claim_from(r, runs[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
 
 
@@ -429,7 +449,7 @@ def _claim_pooled(conn: Connection, caps: Capabilities, room: int, params: dict)
     """Claim queued tasks of pools with free slots. A pool that does not exist holds its
     tasks back (see ``pools_missing``) rather than letting them run unlimited."""
     rows: list = []
-    for name in conn.execute(_QUEUED_POOLS).scalars():
+    for (name,) in compiled.rows(conn, _QUEUED_POOLS):
         slots = conn.execute(_LOCK_POOL, {"b_pool": name}).scalar()
         if slots is None:
             continue
@@ -519,7 +539,16 @@ _RUNNING_IN_POOL = (
     .select_from(ti)
     .where(ti.c.pool == bindparam("b_pool"), ti.c.state == TaskState.RUNNING.value)
 )
-_INSERT_ATTEMPT = insert(task_attempt)
+_INSERT_ATTEMPT = insert(task_attempt).values(
+    ti_id=bindparam("b_ti_id"),
+    run_pk=bindparam("b_run_pk"),
+    dag_id=bindparam("b_dag_id"),
+    task_id=bindparam("b_task_id"),
+    try_number=bindparam("b_try"),
+    fence_token=bindparam("b_fence"),
+    worker=bindparam("b_owner"),
+    started_at=bindparam("b_now"),
+)
 _CLAIMED_RUNS = select(
     dag_run.c.id,
     dag_run.c.run_id,
@@ -662,7 +691,8 @@ def _succeed(
     """One batched guarded update for all successes; the rows it missed lost their lease."""
     if not outcomes:
         return {}
-    done = conn.execute(
+    done = compiled.execute_many(
+        conn,
         _SUCCEED,
         [
             {
@@ -676,7 +706,7 @@ def _succeed(
             for o in outcomes
         ],
     )
-    if done.rowcount == len(outcomes):
+    if done == len(outcomes):
         return dict.fromkeys((o.ti_id for o in outcomes), TaskState.SUCCESS)
     rows = conn.execute(_HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
     ours = {(r.id, r.fence_token) for r in rows if r.state == TaskState.SUCCESS.value}
@@ -766,7 +796,8 @@ def _record_attempts(
     """Give every attempt its one outcome; a stale one keeps why it was discarded."""
     if not outcomes:
         return
-    conn.execute(
+    compiled.execute_many(
+        conn,
         _END_ATTEMPT,
         [
             {
