@@ -1,9 +1,13 @@
-"""A pool of reusable child processes that run attempts, one at a time each.
+"""A pool of reusable child processes that run attempts, each child one at a time.
 
-Children are forked once and reused, so an attempt costs a pipe round trip rather than an
-interpreter start. A child that dies (``os._exit``, a signal, a segfault) fails only the
-attempt it was running, with the reason, and is replaced. A timed-out attempt is killed
-with its child and any shell process group it started.
+Children are forked once and reused, so an attempt costs a pipe message rather than an
+interpreter start. The worker may hand a child several short attempts in one message (its
+inbox): the child runs them in order and answers each, so a small task costs a fraction of
+a round trip. Only the first attempt of an inbox is running; its deadline starts when the
+one before it ends. A child that dies (``os._exit``, a signal, a segfault) fails only the
+attempt it was running, with the reason, and is replaced; the attempts still waiting in its
+inbox go back to the worker untouched. A timed-out attempt is killed with its child and any
+shell process group it started.
 """
 
 from __future__ import annotations
@@ -13,6 +17,7 @@ import multiprocessing
 import os
 import signal
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
@@ -45,7 +50,12 @@ class Child:
         self.process = _FORK.Process(target=_child_entry, args=(child_end,), daemon=True)
         self.process.start()
         child_end.close()
-        self.job: Job | None = None
+        self.inbox: deque[Job] = deque()
+
+    @property
+    def job(self) -> Job | None:
+        """The attempt running now (the first one not answered yet)."""
+        return self.inbox[0] if self.inbox else None
 
     def kill(self) -> None:
         """Kill the child, its process group and any shell process group of its attempt."""
@@ -72,13 +82,14 @@ def child_main(conn) -> None:
     cache = DagCache()
     while True:
         try:
-            request = conn.recv()
+            requests = conn.recv()
         except EOFError:
             return
-        if request is None:
+        if requests is None:
             return
-        result = execute(request, cache, lambda pgid: conn.send(("pgid", pgid)))
-        conn.send(("done", result))
+        for request in requests:
+            result = execute(request, cache, lambda pgid: conn.send(("pgid", pgid)))
+            conn.send(("done", result))
 
 
 def _die_with_parent() -> None:
@@ -90,22 +101,46 @@ def _die_with_parent() -> None:
 
 
 class Pool:
-    """``size`` children; dispatch to an idle one, collect results as they come."""
+    """``size`` children; hand them buffered jobs, collect results as they come."""
 
     def __init__(self, size: int):
         self.size = size
         self.children = [Child() for _ in range(size)]
-
-    def idle(self) -> list[Child]:
-        return [c for c in self.children if c.job is None]
+        self._returned: list[Job] = []
 
     def busy(self) -> list[Child]:
-        return [c for c in self.children if c.job is not None]
+        return [c for c in self.children if c.inbox]
 
-    def dispatch(self, child: Child, job: Job) -> None:
-        job.started = time.monotonic()
-        child.job = job
-        child.conn.send(job.request)
+    def jobs(self) -> list[Job]:
+        """Every job a child holds: running or waiting in its inbox."""
+        return [job for c in self.children for job in c.inbox]
+
+    def waiting(self) -> int:
+        """Jobs handed to children that have not started yet."""
+        return sum(max(0, len(c.inbox) - 1) for c in self.children)
+
+    def has_room(self, depth: int) -> bool:
+        return any(len(c.inbox) < depth for c in self.children)
+
+    def dispatch(self, buffer: deque[Job], depth: int) -> None:
+        """Hand buffered jobs to children, one message each, keeping at most ``depth`` jobs
+        per child; the buffer is shared out evenly so no child hoards what another could
+        start now."""
+        for child in sorted(self.children, key=lambda c: len(c.inbox)):
+            share = -(-len(buffer) // self.size)
+            take = min(depth - len(child.inbox), share, len(buffer))
+            if take <= 0:
+                continue
+            jobs = [buffer.popleft() for _ in range(take)]
+            if not child.inbox:
+                jobs[0].started = time.monotonic()
+            child.inbox.extend(jobs)
+            child.conn.send([job.request for job in jobs])
+
+    def returned(self) -> list[Job]:
+        """Jobs a dead child never started, for the worker to hand out again."""
+        jobs, self._returned = self._returned, []
+        return jobs
 
     def collect(self, timeout: float) -> list[tuple[Job, AttemptResult]]:
         """Wait up to ``timeout`` for results; returns every attempt that ended."""
@@ -120,20 +155,30 @@ class Pool:
         return finished
 
     def _drain(self, child: Child) -> list[tuple[Job, AttemptResult]]:
-        """Read what a ready child sent: a process group to remember, or its result."""
-        while True:
+        """Read everything a ready child sent: process groups to remember, results."""
+        finished = []
+        while child.inbox:
             try:
                 kind, value = child.conn.recv()
             except (EOFError, OSError):
-                return [self._replace(child, _crash_reason(child))]
+                finished.append(self._replace(child, _crash_reason(child)))
+                break
             if kind == "pgid":
                 child.job.pgids.append(value)
-                if not child.conn.poll():
-                    return []
-                continue
-            job, child.job = child.job, None
-            job.ended = time.monotonic()
-            return [(job, value)]
+            else:
+                finished.append(self._finish(child, value))
+            if not child.conn.poll():
+                break
+        return finished
+
+    @staticmethod
+    def _finish(child: Child, result: AttemptResult) -> tuple[Job, AttemptResult]:
+        """The running job ended; the next one in the inbox starts now."""
+        job = child.inbox.popleft()
+        job.ended = time.monotonic()
+        if child.inbox:
+            child.inbox[0].started = job.ended
+        return job, result
 
     def _kill_overdue(self) -> list[tuple[Job, AttemptResult]]:
         now = time.monotonic()
@@ -152,24 +197,27 @@ class Pool:
     def _replace(
         self, child: Child, reason: str, outcome: AttemptOutcome = AttemptOutcome.CRASHED
     ) -> tuple[Job, AttemptResult]:
-        job = child.job
-        job.ended = time.monotonic()
+        """Kill ``child`` and fork a new one; its running job ends with ``reason``, the
+        jobs waiting behind it go back unstarted."""
         child.kill()
+        job = child.inbox.popleft()
+        job.ended = time.monotonic()
+        self._returned.extend(child.inbox)
         self.children[self.children.index(child)] = Child()
         return job, AttemptResult(outcome, reason, None, time.monotonic() - job.started)
 
     def kill_busy(self) -> list[Job]:
-        """Kill every child that is running an attempt (shutdown past the grace period)."""
+        """Kill every child that holds jobs (shutdown past the grace period); their jobs."""
         jobs = []
         for child in self.busy():
-            jobs.append(child.job)
+            jobs.extend(child.inbox)
             child.kill()
             self.children.remove(child)
         return jobs
 
     def close(self) -> None:
         for child in self.children:
-            if child.job is None:
+            if not child.inbox:
                 with contextlib.suppress(OSError):
                     child.conn.send(None)
         for child in self.children:

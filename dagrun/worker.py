@@ -124,7 +124,7 @@ class Worker:
     def _loop(self, pool: Pool) -> None:
         last_poll = 0.0
         while not self._stopping:
-            self._finished.extend(pool.collect(self._wait_time(pool, last_poll)))
+            self._collect(pool, self._wait_time(pool, last_poll))
             self._dispatch(pool)
             polling = time.monotonic() - last_poll >= self.options.poll_interval
             if self._wake or self._commit_due(pool) or (polling and self._room(pool)):
@@ -138,6 +138,12 @@ class Worker:
                 return
         self._step(pool)
 
+    def _collect(self, pool: Pool, timeout: float) -> None:
+        """Gather ended attempts; jobs a crashed child never started go back to the front
+        of the buffer."""
+        self._finished.extend(pool.collect(timeout))
+        self._buffer.extendleft(reversed(pool.returned()))
+
     def _idle(self, pool: Pool) -> bool:
         return not (pool.busy() or self._buffer or self._finished)
 
@@ -147,7 +153,7 @@ class Worker:
         if not self._finished:
             return False
         return (
-            len(self._buffer) < pool.size
+            len(self._buffer) + pool.waiting() < pool.size
             or len(self._finished) >= pool.size * self._depth() // 2
             or time.monotonic() - self._finished_since() >= self.options.batch_delay
         )
@@ -156,7 +162,7 @@ class Worker:
         return min(job.ended for job, _ in self._finished)
 
     def _wait_time(self, pool: Pool, last_poll: float) -> float:
-        if self._wake or (self._buffer and pool.idle()):
+        if self._wake or (self._buffer and pool.has_room(self._inbox())):
             return 0.0
         now = time.monotonic()
         wait = self.options.poll_interval - (now - last_poll)
@@ -177,13 +183,18 @@ class Worker:
     def _room(self, pool: Pool) -> int:
         """How many more claims to take: enough to keep every child busy while the next
         group commit runs."""
-        return max(0, self._depth() * pool.size - len(pool.busy()) - len(self._buffer))
+        return max(0, self._depth() * pool.size - len(pool.jobs()) - len(self._buffer))
 
     def _depth(self) -> int:
         """Claims per child. Short tasks get a deep buffer (``prefetch``), so one commit
         serves many of them; long tasks get one each, so a worker never sits on queued
         work that another worker could start now."""
         return self.options.prefetch if self._typical_seconds < self.options.short_task else 1
+
+    def _inbox(self) -> int:
+        """Jobs per message to a child: a quarter of the claims it may hold, so short tasks
+        share a pipe round trip and long ones go one at a time."""
+        return max(1, self._depth() // 4)
 
     def _learn(self, finished: list[tuple[Job, AttemptResult]]) -> None:
         """Keep a moving average of how long attempts take."""
@@ -271,16 +282,14 @@ class Worker:
         return Job(request, task.execution_timeout, payload=claim)
 
     def _dispatch(self, pool: Pool) -> None:
-        for child in pool.idle():
-            if not self._buffer:
-                return
-            pool.dispatch(child, self._buffer.popleft())
+        if self._buffer:
+            pool.dispatch(self._buffer, self._inbox())
 
     def _heartbeat_if_due(self, pool: Pool) -> None:
         if time.monotonic() - self._last_heartbeat < self._heartbeat_every:
             return
         self._last_heartbeat = time.monotonic()
-        held = [_lease(j) for j in [*(c.job for c in pool.busy()), *self._buffer]]
+        held = [_lease(j) for j in [*pool.jobs(), *self._buffer]]
         if not held:
             return
         with self.store.write() as conn:
@@ -306,7 +315,9 @@ class Worker:
                 len(pool.busy()),
             )
         while pool.busy() and time.monotonic() < deadline and not self._hurry:
-            self._finished.extend(pool.collect(min(1.0, max(0.0, deadline - time.monotonic()))))
+            self._collect(pool, min(1.0, max(0.0, deadline - time.monotonic())))
+            self._release([_lease(j) for j in self._buffer], "worker stopping before start")
+            self._buffer.clear()
             if self._finished:
                 self._step(pool)
             self._heartbeat_if_due(pool)
