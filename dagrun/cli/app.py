@@ -9,17 +9,23 @@ import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dagrun.store import Store
-from dagrun.sync import SyncReport, dags_folder, sync_dags
 from dagrun.timetable import parse_cli_instant
+
+if TYPE_CHECKING:
+    from dagrun.store import Store
+    from dagrun.sync import SyncReport
 
 
 class App:
-    """The per-invocation context: opens the store on first use and syncs DAG files once."""
+    """The per-invocation context: opens the store on first use and syncs DAG files once.
+
+    The store and the parser are imported on first use too: ``--help``, ``--version`` and
+    commands that fail on their arguments never pay for SQLAlchemy.
+    """
 
     def __init__(self, dags_folder: str, db_url: str | None, verbose: bool):
         self.dags_folder = dags_folder
@@ -31,16 +37,22 @@ class App:
     @property
     def store(self) -> Store:
         if self._store is None:
+            from dagrun.store import Store
+
             self._store = Store(self.db_url)
         return self._store
 
     @property
     def folder(self) -> str:
+        from dagrun.sync import dags_folder
+
         return dags_folder(self.dags_folder)
 
     def sync(self) -> SyncReport:
         """Bring the registry up to date with the dags folder (changed files only)."""
         if self._synced is None:
+            from dagrun.sync import sync_dags
+
             self._synced = sync_dags(self.store, self.folder)
         return self._synced
 
