@@ -41,7 +41,7 @@ class Prepared:
         self.defaults = {name: bind.effective_value for name, bind in binds.items()}
         self.expanding = [name for name, bind in binds.items() if bind.expanding]
         self.processors = [
-            (name, processor)
+            (name, _last_value_memo(processor))
             for name, bind in binds.items()
             if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect))
             and not bind.expanding
@@ -87,6 +87,21 @@ class Prepared:
         if self.positional:
             return [values[name] for name in order]
         return values
+
+
+def _last_value_memo(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The processor, remembering its last answer: the rows of one batch share their
+    instants (``now``, a lease's end), so most calls repeat the previous one."""
+    last: list[Any] = [object(), None]
+
+    def process(value: Any) -> Any:
+        if value is None:
+            return None
+        if value is not last[0]:
+            last[:] = value, processor(value)
+        return last[1]
+
+    return process
 
 
 def _result_shape(statement: ClauseElement, dialect) -> tuple[type | None, list]:
