@@ -20,6 +20,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import NamedTuple
 
 from dagrun.dag import DAG, collect_dags
 from dagrun.errors import DagFileError
@@ -204,18 +205,56 @@ def isolated(path: str) -> Iterator[None]:
     cached (fast). A worker runs each attempt inside this too, so a task that imports a
     helper lazily finds its own folder's.
     """
+    folder = os.path.dirname(path)
     saved_path = list(sys.path)
-    before = set(sys.modules)
-    sys.path.insert(0, os.path.dirname(path))
-    folder = os.path.dirname(path) + os.sep
+    mark = _mark_modules()
+    sys.path.insert(0, folder)
     try:
         yield
     finally:
         sys.path[:] = saved_path
-        for name in set(sys.modules) - before:
-            origin = getattr(sys.modules[name], "__file__", None) or ""
-            if name == module_name(path) or origin.startswith(folder):
-                del sys.modules[name]
+        _forget(_imported_since(mark), path, folder + os.sep)
+
+
+class _ModulesMark(NamedTuple):
+    """How many modules were imported, and the newest of them (name and module)."""
+
+    count: int
+    newest: str
+    module: object
+
+
+def _mark_modules() -> _ModulesMark:
+    """Remember where ``sys.modules`` ends. Imports add to that dict in order, so what follows
+    the mark later is what was imported since: no copy of its ~1000 names is needed, which
+    matters as every attempt of a worker runs in ``isolated``."""
+    newest = next(reversed(sys.modules))
+    return _ModulesMark(len(sys.modules), newest, sys.modules[newest])
+
+
+def _imported_since(mark: _ModulesMark) -> list[str]:
+    """The modules imported after ``mark``. If modules from before it were removed too, old
+    and new can no longer be told apart, and every module is returned (``_forget`` still
+    drops only the file's own and its folder's)."""
+    unchanged = len(sys.modules) == mark.count and next(reversed(sys.modules)) == mark.newest
+    if unchanged and sys.modules[mark.newest] is mark.module:
+        return []  # nothing imported: most attempts
+    names = list(sys.modules)
+    in_place = len(names) >= mark.count and names[mark.count - 1] == mark.newest
+    if in_place and sys.modules[mark.newest] is mark.module:
+        return names[mark.count :]
+    return names
+
+
+def _forget(names: list[str], path: str, folder: str) -> None:
+    """Drop the file's own module and the helpers imported from its folder (or below)."""
+    if not names:
+        return
+    own = module_name(path)
+    for name in names:
+        origin = getattr(sys.modules[name], "__file__", None) or ""
+        if name == own or origin.startswith(folder):
+            del sys.modules[name]
 
 
 def _child(conn: Connection, paths: list[str]) -> None:

@@ -21,10 +21,11 @@ import subprocess
 import sys
 import time
 import traceback
+import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import Any, TextIO
 
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
@@ -149,8 +150,16 @@ def _note(level: str, message: str) -> None:
     """dagrun's own lines in the attempt log, in the logging format but without its cost
     (this runs twice per attempt, and small tasks are many)."""
     now = time.time()
-    stamp = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(now))
-    sys.stderr.write(f"{stamp},{int(now % 1 * 1000):03d} {level} dagrun.task: {message}\n")
+    sys.stderr.write(
+        f"{_stamp(int(now))},{int(now % 1 * 1000):03d} {level} dagrun.task: {message}\n"
+    )
+
+
+@functools.lru_cache(maxsize=1)
+def _stamp(second: int) -> str:
+    """The local time of a whole second, formatted once: both lines of a short attempt, and
+    the attempts after it, fall in the same second."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
 
 
 def _run_task(
@@ -218,37 +227,55 @@ def _templates():
 
 
 def _with_params(task: Task, context: TaskContext) -> TaskContext:
-    """The context with DAG params, run conf and rendered task params merged in."""
-    params = {**task.dag.params, **context.params}
+    """The context with DAG params, run conf and rendered task params merged in; the context
+    itself when neither the DAG nor the task has params (most tasks), as nothing would change."""
     own = task.options.get("params")
+    if not task.dag.params and not own:
+        return context
+    params = {**task.dag.params, **context.params}
     if own:
         params.update(render(own, {**context.names(), "params": params}))
     return dataclasses.replace(context, params=params)
 
 
-@functools.lru_cache(maxsize=4096)
-def _signature(function: Callable[..., Any]) -> inspect.Signature:
-    return inspect.signature(function)
-
-
 def _run_python(task: PythonTask, context: TaskContext, inputs: dict[str, Any]) -> Any:
     context = _with_params(task, context)
     set_current(context)
-    names = context.names()
 
     def resolve(value: Any) -> Any:
         return inputs.get(value.task.task_id) if isinstance(value, TaskOutput) else value
 
     args = [resolve(a) for a in task.args]
     kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
-    signature = _signature(task.python_callable)
-    bound = signature.bind_partial(*args, **kwargs).arguments
-    for name, param in signature.parameters.items():
-        if param.kind == param.VAR_KEYWORD:
-            kwargs.update({k: v for k, v in names.items() if k not in bound and k not in kwargs})
-        elif name not in bound and name in names:
-            kwargs[name] = names[name]
+    wanted = _wanted_names(task, context)
+    if wanted:
+        names = context.names()
+        kwargs.update((name, names[name]) for name in wanted)
     return task.python_callable(*args, **kwargs)
+
+
+_WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKeyDictionary()
+
+
+def _wanted_names(task: PythonTask, context: TaskContext) -> tuple[str, ...]:
+    """The context names to pass the callable as keywords, in order: the parameters the call
+    leaves unbound that are context names, or every name not already passed when it takes
+    ``**kwargs``. This depends only on the task (its signature and how it is called), so it
+    is worked out once per task, not per attempt; a reloaded file brings new tasks."""
+    wanted = _WANTED.get(task)
+    if wanted is None:
+        known = context.names()
+        signature = inspect.signature(task.python_callable)
+        bound = signature.bind_partial(*task.args, **task.kwargs).arguments
+        found: list[str] = []
+        for name, param in signature.parameters.items():
+            if param.kind == param.VAR_KEYWORD:
+                taken = {*bound, *task.kwargs, *found}
+                found += [k for k in known if k not in taken]
+            elif name not in bound and name in known:
+                found.append(name)
+        wanted = _WANTED[task] = tuple(found)
+    return wanted
 
 
 def bash_environment(context: TaskContext, extra: dict[str, str]) -> dict[str, str]:
@@ -306,42 +333,92 @@ def _captured(log_path: str | None) -> Iterator[None]:
     if log_path is None:
         yield
         return
-    _make_folder(os.path.dirname(log_path))
-    sys.stdout.flush()
-    sys.stderr.flush()
-    saved_fds = os.dup(1), os.dup(2)
+    target = _fd2_target()
     saved_streams = sys.stdout, sys.stderr
-    fd = os.open(log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-    stream = open(fd, "w", buffering=1, closefd=False)  # noqa: SIM115 - closed below
-    handler = logging.StreamHandler(stream)
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
     root = logging.getLogger()
     level = root.level
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved_fds = _redirect_fds(log_path)
     try:
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        sys.stdout = sys.stderr = stream
-        faulthandler.enable(file=stream)
-        root.addHandler(handler)
-        root.setLevel(min(level, logging.INFO) if level else logging.INFO)
+        sys.stdout = sys.stderr = target.stream
+        # On fd 2, not on the log file, so it stays valid after the attempt and is left on:
+        # a segfault's traceback goes to whatever fd 2 is, this attempt's log while it runs.
+        # Enabled every time (under a microsecond) in case a task turned it off or moved it.
+        faulthandler.enable(file=2)
+        root.addHandler(target.handler)
+        _set_level(root, min(level, logging.INFO) if level else logging.INFO)
         yield
     finally:
-        stream.flush()
-        faulthandler.disable()
+        if not target.stream.closed:  # a task may close sys.stdout; _fd2_target replaces it
+            target.stream.flush()
         sys.stdout, sys.stderr = saved_streams
-        root.removeHandler(handler)
-        root.setLevel(level)
-        os.dup2(saved_fds[0], 1)
-        os.dup2(saved_fds[1], 2)
-        stream.close()
-        for f in (fd, *saved_fds):
-            os.close(f)
+        root.removeHandler(target.handler)
+        _set_level(root, level)
+        _restore_fds(saved_fds)
 
 
-_FOLDERS: set[str] = set()
+_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
+
+
+def _redirect_fds(log_path: str) -> tuple[int, int]:
+    """Point fds 1 and 2 at the log file; returns copies of what they were."""
+    try:
+        fd = os.open(log_path, _LOG_FLAGS, 0o644)
+    except FileNotFoundError:
+        _make_folder(os.path.dirname(log_path))
+        fd = os.open(log_path, _LOG_FLAGS, 0o644)
+    try:
+        saved = os.dup(1), os.dup(2)
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+    finally:
+        os.close(fd)
+    return saved
+
+
+def _restore_fds(saved: tuple[int, int]) -> None:
+    for target, fd in enumerate(saved, start=1):
+        os.dup2(fd, target)
+        os.close(fd)
 
 
 def _make_folder(folder: str) -> None:
-    if folder not in _FOLDERS:
+    """Only called when the log file could not be opened: its run's first attempt here. One
+    ``mkdir`` when the parent exists (one folder per run), ``makedirs`` otherwise."""
+    try:
+        os.mkdir(folder)
+    except FileExistsError:  # another child running a task of the same run made it
+        pass
+    except FileNotFoundError:
         os.makedirs(folder, exist_ok=True)
-        _FOLDERS.add(folder)
+
+
+@dataclass(frozen=True)
+class _Fd2Target:
+    """A text stream on fd 2 and a logging handler writing to it. Made once per process:
+    every attempt points fd 2 at its own log file, so the same stream and handler serve all
+    of them, where building both per attempt was much of a small attempt's cost."""
+
+    stream: TextIO
+    handler: logging.Handler
+
+
+_target: _Fd2Target | None = None
+
+
+def _fd2_target() -> _Fd2Target:
+    global _target
+    if _target is None or _target.stream.closed:
+        stream = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
+        handler = logging.StreamHandler(stream)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+        _target = _Fd2Target(stream, handler)
+    return _target
+
+
+def _set_level(logger: logging.Logger, level: int) -> None:
+    """``setLevel`` clears the cache of every logger, so only when the level changes (a
+    worker started with INFO logging leaves it unchanged across all its attempts)."""
+    if logger.level != level:
+        logger.setLevel(level)

@@ -1,0 +1,296 @@
+"""One attempt in-process (dagrun.runner.execute): what a worker child does thousands of times
+in a row, so nothing may leak from one attempt into the next."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import multiprocessing
+import os
+import shutil
+import sys
+import types
+import uuid
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+
+import pytest
+
+from dagrun.parser import isolated, module_name
+from dagrun.runner import AttemptRequest, DagCache, execute
+from dagrun.states import AttemptOutcome
+from tests.helpers import write_dag
+
+DAY = datetime(2026, 1, 5, tzinfo=UTC)
+
+
+def request(
+    path: Path, task_id: str, log_path: Path | None, dag_id: str = "rt", **fields
+) -> AttemptRequest:
+    fields.setdefault("logical_date", DAY)
+    start = fields["logical_date"]
+    return AttemptRequest(
+        dag_id=dag_id,
+        task_id=task_id,
+        fileloc=str(path),
+        timezone="UTC",
+        run_id=f"r-{start:%Y%m%d}",
+        data_interval_start=start,
+        data_interval_end=start + timedelta(days=1),
+        log_path=str(log_path) if log_path else None,
+        **fields,
+    )
+
+
+def process_state() -> dict:
+    """What an attempt borrows and must give back."""
+    root = logging.getLogger()
+    return {
+        "fds": sorted(os.listdir("/proc/self/fd")),
+        "fd1": (os.fstat(1).st_dev, os.fstat(1).st_ino),
+        "fd2": (os.fstat(2).st_dev, os.fstat(2).st_ino),
+        "streams": (sys.stdout, sys.stderr),
+        "handlers": list(root.handlers),
+        "level": root.level,
+        "path": list(sys.path),
+    }
+
+
+CHATTY = """
+    import logging, os, subprocess, sys
+    from dagrun import DAG, task
+
+    with DAG("rt", schedule=None):
+        @task
+        def chatty(try_number):
+            print(f"printed {try_number}")
+            logging.getLogger("user").info("logged %s", try_number)
+            os.write(1, f"fd1 {try_number}\\n".encode())
+            sys.stderr.write(f"stderr {try_number}\\n")
+            if try_number % 50 == 0:
+                subprocess.run(["echo", f"shell {try_number}"], check=True)
+
+        chatty()
+"""
+
+
+def test_many_attempts_give_back_fds_handlers_level_and_streams(dags_dir, tmp_path):
+    path = write_dag(dags_dir, "chatty.py", CHATTY)
+    cache = DagCache()
+    logs = tmp_path / "logs"
+    before = process_state()
+    for n in range(1, 301):
+        log = logs / f"run-{n // 100}" / f"chatty-attempt-{n}.log"
+        result = execute(request(path, "chatty", log, try_number=n), cache)
+        assert result.outcome == AttemptOutcome.SUCCESS, result.error
+    assert process_state() == before
+    for n in (1, 50, 99, 100, 300):
+        text = (logs / f"run-{n // 100}" / f"chatty-attempt-{n}.log").read_text()
+        for kind in ("printed", "logged", "fd1", "stderr"):
+            assert text.count(f"{kind} ") == 1 and f"{kind} {n}\n" in text, (kind, text)
+        assert f"attempt {n} of rt.chatty" in text and "INFO dagrun.task: success" in text
+        assert ("shell " in text) == (n % 50 == 0)
+
+
+def test_a_log_folder_removed_between_attempts_is_made_again(dags_dir, tmp_path):
+    path = write_dag(dags_dir, "chatty.py", CHATTY)
+    cache = DagCache()
+    folder = tmp_path / "logs" / "run"
+    for n in (1, 2):
+        execute(request(path, "chatty", folder / f"chatty-attempt-{n}.log", try_number=n), cache)
+        assert "printed" in (folder / f"chatty-attempt-{n}.log").read_text()
+        shutil.rmtree(folder)
+
+
+def test_a_task_that_closes_stdout_does_not_break_the_next_attempt(dags_dir, tmp_path):
+    path = write_dag(
+        dags_dir,
+        "closer.py",
+        """
+        import sys
+        from dagrun import DAG, task
+
+        with DAG("rt", schedule=None):
+            @task
+            def closer(try_number):
+                print(f"printed {try_number}")
+                if try_number == 1:
+                    sys.stdout.close()
+
+            closer()
+        """,
+    )
+    cache = DagCache()
+    before = process_state()
+    with contextlib.suppress(ValueError):  # its own success line cannot be written
+        execute(request(path, "closer", tmp_path / "1.log", try_number=1), cache)
+    assert process_state() == before
+    result = execute(request(path, "closer", tmp_path / "2.log", try_number=2), cache)
+    assert result.outcome == AttemptOutcome.SUCCESS
+    assert "printed 2" in (tmp_path / "2.log").read_text()
+
+
+def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path):
+    path = write_dag(
+        dags_dir,
+        "names.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("rt", schedule=None, params={"team": "a"}):
+            @task
+            def up():
+                return 1
+
+            @task(params={"day": "{{ ds }}"})
+            def wants(value, ds, *, try_number, fence_token=0, **rest):
+                return [value, ds, try_number, fence_token, sorted(rest), rest["params"]]
+
+            @task
+            def plain(params):
+                return params
+
+            wants(up()); plain()
+
+        with DAG("bare", schedule=None):
+            @task
+            def conf(params, ds_nodash):
+                return [params, ds_nodash]
+
+            conf()
+        """,
+    )
+    cache = DagCache()
+    for n, day in ((1, DAY), (2, DAY + timedelta(days=3))):
+        fields = {"try_number": n, "fence_token": 10 + n, "logical_date": day}
+        got = execute(request(path, "wants", None, inputs={"up": 40 + n}, **fields), cache)
+        value, ds, try_number, fence, rest, params = json.loads(got.return_value)
+        assert (value, ds, try_number, fence) == (40 + n, f"{day:%Y-%m-%d}", n, 10 + n)
+        assert rest == [
+            "ctx",
+            "dag_id",
+            "data_interval_end",
+            "data_interval_start",
+            "ds_nodash",
+            "idempotency_key",
+            "logical_date",
+            "params",
+            "run_id",
+            "task_id",
+        ]
+        assert params == {"team": "a", "day": f"{day:%Y-%m-%d}"}
+        got = execute(request(path, "plain", None, params={"n": n}), cache)
+        assert json.loads(got.return_value) == {"team": "a", "n": n}
+        bare = request(path, "conf", None, "bare", params={"n": n}, logical_date=day)
+        got = execute(bare, cache)
+        assert json.loads(got.return_value) == [{"n": n}, f"{day:%Y%m%d}"]
+
+
+def test_a_helper_imported_by_a_task_is_forgotten_but_a_library_stays(
+    dags_dir, tmp_path, monkeypatch
+):
+    helper, library = f"helper_{uuid.uuid4().hex[:8]}", f"library_{uuid.uuid4().hex[:8]}"
+    write_dag(dags_dir, f"{helper}.py", 'VALUE = "helper"\n')
+    write_dag(tmp_path / "site", f"{library}.py", 'VALUE = "library"\n')
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    path = write_dag(
+        dags_dir,
+        "lazy.py",
+        f"""
+        from dagrun import DAG, task
+
+        with DAG("rt", schedule=None):
+            @task
+            def lazy():
+                import {helper}, {library}
+
+                return {helper}.VALUE + "+" + {library}.VALUE
+
+            lazy()
+        """,
+    )
+    cache = DagCache()
+    path_before = list(sys.path)
+    try:
+        for n in (1, 2):  # the second attempt finds the DAG file cached, imports lazily again
+            result = execute(request(path, "lazy", tmp_path / f"{n}.log", try_number=n), cache)
+            assert result.return_value == '"helper+library"'
+            assert helper not in sys.modules and module_name(str(path)) not in sys.modules
+            assert library in sys.modules
+            assert sys.path == path_before
+    finally:
+        sys.modules.pop(library, None)
+
+
+@pytest.mark.parametrize("removed", ["newest", "older"])
+def test_isolated_forgets_a_helper_when_older_modules_were_removed_too(dags_dir, removed):
+    """Removing modules from before the block hides where it began; the folder's helpers
+    must still go, and only they."""
+    helper, older, newest = (f"{p}_{uuid.uuid4().hex[:8]}" for p in ("helper", "old", "new"))
+    write_dag(dags_dir, f"{helper}.py", "VALUE = 1\n")
+    sys.modules[older] = types.ModuleType(older)
+    sys.modules[newest] = types.ModuleType(newest)
+    try:
+        with isolated(str(dags_dir / "dag.py")):
+            del sys.modules[newest if removed == "newest" else older]
+            __import__(helper)
+        assert helper not in sys.modules
+        assert (older in sys.modules) == (removed == "newest")
+    finally:
+        sys.modules.pop(older, None)
+        sys.modules.pop(newest, None)
+
+
+def test_isolated_keeps_folder_modules_imported_before_it(dags_dir, monkeypatch):
+    before, during = (f"{p}_{uuid.uuid4().hex[:8]}" for p in ("before", "during"))
+    for name in (before, during):
+        write_dag(dags_dir, f"{name}.py", "VALUE = 1\n")
+    monkeypatch.syspath_prepend(str(dags_dir))
+    __import__(before)
+    try:
+        with isolated(str(dags_dir / "dag.py")):
+            __import__(during)
+        assert during not in sys.modules and before in sys.modules
+    finally:
+        sys.modules.pop(before, None)
+
+
+def test_a_segfault_writes_its_traceback_into_that_attempts_log(dags_dir, tmp_path):
+    path = write_dag(
+        dags_dir,
+        "crash.py",
+        """
+        import ctypes
+        from dagrun import DAG, task
+
+        with DAG("rt", schedule=None):
+            @task
+            def fine():
+                print("fine ran")
+
+            @task
+            def segfaults():
+                ctypes.string_at(0)
+
+            fine(); segfaults()
+        """,
+    )
+    logs = tmp_path / "logs"
+    child = multiprocessing.get_context("fork").Process(
+        target=run_in_child, args=(path, logs), daemon=True
+    )
+    child.start()
+    child.join(30)
+    assert child.exitcode == -11
+    fine, crashed = (logs / "fine.log").read_text(), (logs / "segfaults.log").read_text()
+    assert "fine ran" in fine and "Fatal Python error" not in fine
+    assert "Fatal Python error: Segmentation fault" in crashed
+    assert "in segfaults" in crashed
+
+
+def run_in_child(path: Path, logs: Path) -> None:
+    """A worker child's life in short: several attempts in a row, the last one crashes."""
+    cache = DagCache()
+    for task_id in ("fine", "segfaults"):
+        execute(request(path, task_id, logs / f"{task_id}.log"), cache)
