@@ -13,6 +13,7 @@ shell process group it started.
 from __future__ import annotations
 
 import contextlib
+import logging
 import multiprocessing
 import os
 import signal
@@ -79,6 +80,9 @@ def child_main(conn) -> None:
     """A pool child: run attempts sent by the worker until told to stop (None)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    # The worker's console handlers write to fd 2, which is the attempt's log file while
+    # an attempt runs: the runner's own handler already puts each record there once.
+    logging.getLogger().handlers.clear()
     cache = DagCache()
     while True:
         try:

@@ -268,7 +268,11 @@ def test_dialect_insert_upserts(store: Store):
             .on_conflict_do_update(index_elements=["key"], set_={"value": "2"})
         )
         assert value(conn) == "2"
-        conn.execute(dialect_insert(conn.dialect.name, meta).values(key="k", value="3").on_conflict_do_nothing())
+        conn.execute(
+            dialect_insert(conn.dialect.name, meta)
+            .values(key="k", value="3")
+            .on_conflict_do_nothing()
+        )
         assert value(conn) == "2"
 
 

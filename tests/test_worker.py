@@ -3,6 +3,7 @@ letters, trigger rules, TaskFlow values, templates, context, logs."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 from sqlalchemy import select
@@ -168,6 +169,37 @@ def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
     first, second = (Path(p).read_text() for p in paths)
     assert "stdout line 1" in first and "logged line 1" in first and "RuntimeError" in first
     assert "stdout line 2" in second and "first try fails" not in second
+
+
+def test_worker_console_logging_is_not_copied_into_attempt_logs(store, dags_dir, tmp_path):
+    """``dagrun worker`` logs to the console before it forks its children; an attempt's
+    log must still hold each of the task's lines once."""
+    write_dag(
+        dags_dir,
+        "once.py",
+        """
+        import logging
+        from dagrun import DAG, task
+
+        with DAG("once", schedule=None):
+            @task
+            def say():
+                logging.getLogger("user").warning("said once")
+
+            say()
+        """,
+    )
+    stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the real fd 2, as a console has
+    console = logging.StreamHandler(stderr)
+    logging.getLogger().addHandler(console)
+    try:
+        run, _ = run_once(store, dags_dir, "once", log_dir=tmp_path / "logs")
+    finally:
+        logging.getLogger().removeHandler(console)
+        stderr.close()
+    assert run.state == "success"
+    (path,) = [a["log_path"] for a in attempts_of(store, "say")]
+    assert Path(path).read_text().count("said once") == 1
 
 
 def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):
