@@ -463,6 +463,28 @@ def test_timeout_kills_the_hung_import_and_carries_on(dags_dir: Path):
     assert elapsed < 8
 
 
+def test_a_child_forked_ahead_parses_the_first_share_of_files(dags_dir: Path):
+    """``prefork`` (called before the CLI imports the store) forks the child that the next
+    parse uses; a later parse forks its own again."""
+    first = write_dag(dags_dir, "first.py", GOOD.format(dag_id="first"))
+    second = write_dag(dags_dir, "second.py", GOOD.format(dag_id="second"))
+    parser.prefork()
+    spare = parser._spare
+    results = parse(first, second, timeout=10.0)
+    assert parser._spare is None
+    assert not spare.process.is_alive()
+    assert spare.deadline != float("inf")  # it was handed files: the spare did parse
+    assert [dag_ids(results[str(p)]) for p in (first, second)] == [["first"], ["second"]]
+    assert dag_ids(parse(first, timeout=10.0)[str(first)]) == ["first"]
+
+
+def test_a_hung_file_in_the_forked_ahead_child_still_times_out(dags_dir: Path):
+    hung = write_dag(dags_dir, "hung.py", SLEEPS_FOREVER)
+    parser.prefork()
+    results = parse(hung, timeout=1.0)
+    assert "did not finish within 1 s" in results[str(hung)].error.reason
+
+
 def test_default_timeout_comes_from_the_environment():
     import os
     import subprocess

@@ -36,6 +36,11 @@ COMMAND_MODULES = {
 }
 
 
+#: Commands that usually parse DAG files: they get a parse child forked before the store is
+#: imported (see ``parser.prefork``).
+PARSING_COMMANDS = {"dags", "backfill", "run", "clear", "test", "tasks", "scheduler"}
+
+
 class LazyGroup(click.Group):
     """A click group that imports a command's module on first use."""
 
@@ -46,6 +51,10 @@ class LazyGroup(click.Group):
         module = COMMAND_MODULES.get(name)
         if module is None:
             return None
+        if name in PARSING_COMMANDS:
+            from dagrun import parser
+
+            parser.prefork()
         loaded = importlib.import_module(f"dagrun.cli.{module}")
         return next((c for c in loaded.COMMANDS if c.name == name), None)
 
