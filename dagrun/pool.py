@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from typing import Any
 
+from dagrun import logfiles
+from dagrun.logfiles import LogRange
 from dagrun.runner import AttemptRequest, AttemptResult, DagCache, execute
 from dagrun.states import AttemptOutcome
 
@@ -52,6 +54,7 @@ class Child:
         self.process.start()
         child_end.close()
         self.inbox: deque[Job] = deque()
+        self.last_log: LogRange | None = None
 
     @property
     def job(self) -> Job | None:
@@ -107,8 +110,9 @@ def _die_with_parent() -> None:
 class Pool:
     """``size`` children; hand them buffered jobs, collect results as they come."""
 
-    def __init__(self, size: int):
+    def __init__(self, size: int, log_dir: str | None = None):
         self.size = size
+        self.log_dir = log_dir
         self.children = [Child() for _ in range(size)]
         self._returned: list[Job] = []
 
@@ -182,6 +186,7 @@ class Pool:
         job.ended = time.monotonic()
         if child.inbox:
             child.inbox[0].started = job.ended
+        child.last_log = result.log or child.last_log
         return job, result
 
     def _kill_overdue(self) -> list[tuple[Job, AttemptResult]]:
@@ -201,14 +206,15 @@ class Pool:
     def _replace(
         self, child: Child, reason: str, outcome: AttemptOutcome = AttemptOutcome.CRASHED
     ) -> tuple[Job, AttemptResult]:
-        """Kill ``child`` and fork a new one; its running job ends with ``reason``, the
-        jobs waiting behind it go back unstarted."""
+        """Kill ``child`` and fork a new one; its running job ends with ``reason`` and the
+        log the child wrote for it, the jobs waiting behind it go back unstarted."""
         child.kill()
         job = child.inbox.popleft()
         job.ended = time.monotonic()
         self._returned.extend(child.inbox)
         self.children[self.children.index(child)] = Child()
-        return job, AttemptResult(outcome, reason, None, time.monotonic() - job.started)
+        log = self.log_dir and logfiles.tail_of(self.log_dir, child.process.pid, child.last_log)
+        return job, AttemptResult(outcome, reason, None, job.ended - job.started, log)
 
     def kill_busy(self) -> list[Job]:
         """Kill every child that holds jobs (shutdown past the grace period); their jobs."""

@@ -27,9 +27,11 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
+from dagrun import logfiles
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError
+from dagrun.logfiles import LogRange
 from dagrun.parser import import_file, isolated
 from dagrun.states import AttemptOutcome
 
@@ -53,7 +55,7 @@ class AttemptRequest:
     ti_id: int | None = None
     params: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
-    log_path: str | None = None
+    log_dir: str | None = None
     db_url: str | None = None
 
     def context(self) -> TaskContext:
@@ -79,6 +81,7 @@ class AttemptResult:
     error: str | None = None
     return_value: str | None = None
     duration: float = 0.0
+    log: LogRange | None = None
 
 
 class DagCache:
@@ -111,13 +114,18 @@ def execute(
     started = time.monotonic()
     context = request.context()
     set_current(context)
+    log: list[LogRange] = []
     try:
-        with _captured(request.log_path):
+        with _captured(request.log_dir, log):
             result = _run_logged(request, context, cache, on_process_group)
     finally:
         set_current(None)
     return AttemptResult(
-        result.outcome, result.error, result.return_value, time.monotonic() - started
+        result.outcome,
+        result.error,
+        result.return_value,
+        time.monotonic() - started,
+        log[0] if log else None,
     )
 
 
@@ -327,10 +335,11 @@ def _run_bash(
 
 
 @contextlib.contextmanager
-def _captured(log_path: str | None) -> Iterator[None]:
-    """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to the attempt's
-    log file, then restore them all (the child runs many attempts)."""
-    if log_path is None:
+def _captured(log_dir: str | None, log: list[LogRange]) -> Iterator[None]:
+    """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to this process's
+    log segment under ``log_dir``, then restore them all (the child runs many attempts);
+    appends the attempt's range of the segment to ``log``."""
+    if log_dir is None:
         yield
         return
     target = _fd2_target()
@@ -339,10 +348,12 @@ def _captured(log_path: str | None) -> Iterator[None]:
     level = root.level
     sys.stdout.flush()
     sys.stderr.flush()
-    saved_fds = _redirect_fds(log_path)
+    segment = logfiles.segment(log_dir)
+    offset = segment.start()
+    saved_fds = _redirect_fds(segment.fd)
     try:
         sys.stdout = sys.stderr = target.stream
-        # On fd 2, not on the log file, so it stays valid after the attempt and is left on:
+        # On fd 2, not on the segment, so it stays valid after the attempt and is left on:
         # a segfault's traceback goes to whatever fd 2 is, this attempt's log while it runs.
         # Enabled every time (under a microsecond) in case a task turned it off or moved it.
         faulthandler.enable(file=2)
@@ -356,24 +367,14 @@ def _captured(log_path: str | None) -> Iterator[None]:
         root.removeHandler(target.handler)
         _set_level(root, level)
         _restore_fds(saved_fds)
+        log.append(LogRange(segment.path, offset, segment.end() - offset))
 
 
-_LOG_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
-
-
-def _redirect_fds(log_path: str) -> tuple[int, int]:
-    """Point fds 1 and 2 at the log file; returns copies of what they were."""
-    try:
-        fd = os.open(log_path, _LOG_FLAGS, 0o644)
-    except FileNotFoundError:
-        _make_folder(os.path.dirname(log_path))
-        fd = os.open(log_path, _LOG_FLAGS, 0o644)
-    try:
-        saved = os.dup(1), os.dup(2)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-    finally:
-        os.close(fd)
+def _redirect_fds(fd: int) -> tuple[int, int]:
+    """Point fds 1 and 2 at ``fd``; returns copies of what they were."""
+    saved = os.dup(1), os.dup(2)
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
     return saved
 
 
@@ -381,17 +382,6 @@ def _restore_fds(saved: tuple[int, int]) -> None:
     for target, fd in enumerate(saved, start=1):
         os.dup2(fd, target)
         os.close(fd)
-
-
-def _make_folder(folder: str) -> None:
-    """Only called when the log file could not be opened: its run's first attempt here. One
-    ``mkdir`` when the parent exists (one folder per run), ``makedirs`` otherwise."""
-    try:
-        os.mkdir(folder)
-    except FileExistsError:  # another child running a task of the same run made it
-        pass
-    except FileNotFoundError:
-        os.makedirs(folder, exist_ok=True)
 
 
 @dataclass(frozen=True)

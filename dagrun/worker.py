@@ -112,7 +112,7 @@ class Worker:
         self._stopping = True
 
     def run(self) -> WorkerStats:
-        pool = Pool(self.options.concurrency)
+        pool = Pool(self.options.concurrency, str(self.options.log_dir))
         log.info("worker %s started with %d child processes", self.owner, pool.size)
         try:
             self._loop(pool)
@@ -276,7 +276,7 @@ class Worker:
             ti_id=claim.ti_id,
             params=claim.conf,
             inputs=inputs,
-            log_path=log_path(self.options.log_dir, claim),
+            log_dir=str(self.options.log_dir),
             db_url=self.store.url,
         )
         return Job(request, task.execution_timeout, payload=claim)
@@ -350,12 +350,5 @@ def _outcome(job: Job, result: AttemptResult) -> Outcome:
         error=result.error,
         return_value=result.return_value,
         duration=result.duration,
-        log_path=job.request.log_path,
+        log=result.log,
     )
-
-
-def log_path(log_dir: Path, claim: Claim) -> str:
-    """``logs/<dag>/<logical date>/<task>-attempt-<try>.log``: one file per attempt, one
-    folder per run (a folder per attempt would cost a ``mkdir`` for every small task)."""
-    stamp = claim.logical_date.strftime("%Y-%m-%dT%H%M%SZ")
-    return f"{log_dir}/{claim.dag_id}/{stamp}/{claim.task_id}-attempt-{claim.try_number}.log"

@@ -4,6 +4,8 @@ in a row, so nothing may leak from one attempt into the next."""
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import itertools
 import json
 import logging
 import multiprocessing
@@ -17,8 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from dagrun import logfiles
 from dagrun.parser import isolated, module_name
-from dagrun.runner import AttemptRequest, DagCache, execute
+from dagrun.runner import AttemptRequest, AttemptResult, DagCache, execute
 from dagrun.states import AttemptOutcome
 from tests.helpers import write_dag
 
@@ -26,7 +29,7 @@ DAY = datetime(2026, 1, 5, tzinfo=UTC)
 
 
 def request(
-    path: Path, task_id: str, log_path: Path | None, dag_id: str = "rt", **fields
+    path: Path, task_id: str, log_dir: Path | None, dag_id: str = "rt", **fields
 ) -> AttemptRequest:
     fields.setdefault("logical_date", DAY)
     start = fields["logical_date"]
@@ -38,16 +41,21 @@ def request(
         run_id=f"r-{start:%Y%m%d}",
         data_interval_start=start,
         data_interval_end=start + timedelta(days=1),
-        log_path=str(log_path) if log_path else None,
+        log_dir=str(log_dir) if log_dir else None,
         **fields,
     )
+
+
+def log_text(result: AttemptResult) -> str:
+    """The attempt's own range of its segment."""
+    return logfiles.read(result.log.path, result.log.offset, result.log.length)[0]
 
 
 def process_state() -> dict:
     """What an attempt borrows and must give back."""
     root = logging.getLogger()
     return {
-        "fds": sorted(os.listdir("/proc/self/fd")),
+        "fds": sorted(fd for fd in os.listdir("/proc/self/fd") if _is_open(int(fd))),
         "fd1": (os.fstat(1).st_dev, os.fstat(1).st_ino),
         "fd2": (os.fstat(2).st_dev, os.fstat(2).st_ino),
         "streams": (sys.stdout, sys.stderr),
@@ -55,6 +63,23 @@ def process_state() -> dict:
         "level": root.level,
         "path": list(sys.path),
     }
+
+
+def _is_open(fd: int) -> bool:
+    """False for the directory fd that listing /proc/self/fd itself used (closed by now)."""
+    try:
+        os.fstat(fd)
+    except OSError:
+        return False
+    return True
+
+
+def state_besides_segment(log_dir: Path) -> dict:
+    """The process state, less the one file a worker child keeps open on purpose: its log
+    segment (one fd however many attempts ran)."""
+    state = process_state()
+    state["fds"].remove(str(logfiles.segment(str(log_dir)).fd))
+    return state
 
 
 CHATTY = """
@@ -80,13 +105,16 @@ def test_many_attempts_give_back_fds_handlers_level_and_streams(dags_dir, tmp_pa
     cache = DagCache()
     logs = tmp_path / "logs"
     before = process_state()
+    results = {}
     for n in range(1, 301):
-        log = logs / f"run-{n // 100}" / f"chatty-attempt-{n}.log"
-        result = execute(request(path, "chatty", log, try_number=n), cache)
-        assert result.outcome == AttemptOutcome.SUCCESS, result.error
-    assert process_state() == before
+        results[n] = execute(request(path, "chatty", logs, try_number=n), cache)
+        assert results[n].outcome == AttemptOutcome.SUCCESS, results[n].error
+    assert state_besides_segment(logs) == before
+    ranges = [results[n].log for n in range(1, 301)]
+    assert len({r.path for r in ranges}) == 1  # one segment, attempts one after the other
+    assert all(a.offset + a.length == b.offset for a, b in itertools.pairwise(ranges))
     for n in (1, 50, 99, 100, 300):
-        text = (logs / f"run-{n // 100}" / f"chatty-attempt-{n}.log").read_text()
+        text = log_text(results[n])
         for kind in ("printed", "logged", "fd1", "stderr"):
             assert text.count(f"{kind} ") == 1 and f"{kind} {n}\n" in text, (kind, text)
         assert f"attempt {n} of rt.chatty" in text and "INFO dagrun.task: success" in text
@@ -96,10 +124,10 @@ def test_many_attempts_give_back_fds_handlers_level_and_streams(dags_dir, tmp_pa
 def test_a_log_folder_removed_between_attempts_is_made_again(dags_dir, tmp_path):
     path = write_dag(dags_dir, "chatty.py", CHATTY)
     cache = DagCache()
-    folder = tmp_path / "logs" / "run"
+    folder = tmp_path / "logs"
     for n in (1, 2):
-        execute(request(path, "chatty", folder / f"chatty-attempt-{n}.log", try_number=n), cache)
-        assert "printed" in (folder / f"chatty-attempt-{n}.log").read_text()
+        result = execute(request(path, "chatty", folder, try_number=n), cache)
+        assert f"printed {n}" in log_text(result)
         shutil.rmtree(folder)
 
 
@@ -124,11 +152,11 @@ def test_a_task_that_closes_stdout_does_not_break_the_next_attempt(dags_dir, tmp
     cache = DagCache()
     before = process_state()
     with contextlib.suppress(ValueError):  # its own success line cannot be written
-        execute(request(path, "closer", tmp_path / "1.log", try_number=1), cache)
-    assert process_state() == before
-    result = execute(request(path, "closer", tmp_path / "2.log", try_number=2), cache)
+        execute(request(path, "closer", tmp_path, try_number=1), cache)
+    assert state_besides_segment(tmp_path) == before
+    result = execute(request(path, "closer", tmp_path, try_number=2), cache)
     assert result.outcome == AttemptOutcome.SUCCESS
-    assert "printed 2" in (tmp_path / "2.log").read_text()
+    assert "printed 2" in log_text(result) and "printed 1" not in log_text(result)
 
 
 def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path):
@@ -214,7 +242,7 @@ def test_a_helper_imported_by_a_task_is_forgotten_but_a_library_stays(
     path_before = list(sys.path)
     try:
         for n in (1, 2):  # the second attempt finds the DAG file cached, imports lazily again
-            result = execute(request(path, "lazy", tmp_path / f"{n}.log", try_number=n), cache)
+            result = execute(request(path, "lazy", tmp_path, try_number=n), cache)
             assert result.return_value == '"helper+library"'
             assert helper not in sys.modules and module_name(str(path)) not in sys.modules
             assert library in sys.modules
@@ -277,20 +305,27 @@ def test_a_segfault_writes_its_traceback_into_that_attempts_log(dags_dir, tmp_pa
         """,
     )
     logs = tmp_path / "logs"
+    reported = tmp_path / "fine.json"
     child = multiprocessing.get_context("fork").Process(
-        target=run_in_child, args=(path, logs), daemon=True
+        target=run_in_child, args=(path, logs, reported), daemon=True
     )
     child.start()
     child.join(30)
     assert child.exitcode == -11
-    fine, crashed = (logs / "fine.log").read_text(), (logs / "segfaults.log").read_text()
-    assert "fine ran" in fine and "Fatal Python error" not in fine
-    assert "Fatal Python error: Segmentation fault" in crashed
+    fine = logfiles.LogRange(**json.loads(reported.read_text()))
+    crash = logfiles.tail_of(str(logs), child.pid, fine)  # what the pool records for it
+    assert crash.path == fine.path and crash.offset == fine.offset + fine.length
+    fine_text = logfiles.read(fine.path, fine.offset, fine.length)[0]
+    crashed = logfiles.read(crash.path, crash.offset, crash.length)[0]
+    assert "fine ran" in fine_text and "Fatal Python error" not in fine_text
+    assert "Fatal Python error: Segmentation fault" in crashed and "fine ran" not in crashed
     assert "in segfaults" in crashed
 
 
-def run_in_child(path: Path, logs: Path) -> None:
-    """A worker child's life in short: several attempts in a row, the last one crashes."""
+def run_in_child(path: Path, logs: Path, reported: Path) -> None:
+    """A worker child's life in short: several attempts in a row, the last one crashes
+    (the first one's log range is reported as the pool would have received it)."""
     cache = DagCache()
-    for task_id in ("fine", "segfaults"):
-        execute(request(path, task_id, logs / f"{task_id}.log"), cache)
+    fine = execute(request(path, "fine", logs), cache)
+    reported.write_text(json.dumps(dataclasses.asdict(fine.log)))
+    execute(request(path, "segfaults", logs), cache)

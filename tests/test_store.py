@@ -141,6 +141,26 @@ def test_a_database_from_a_newer_dagrun_is_refused(store: Store):
         Store(store.url)
 
 
+def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
+    """Version 1 had no log ranges: opening it adds them, keeps every attempt, records 2."""
+    start(store, make_spec(), 1, 1)
+    claim(store)
+    with store.write() as conn:
+        for column in ("log_offset", "log_length"):
+            conn.exec_driver_sql(f"ALTER TABLE task_attempt DROP COLUMN {column}")
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="1"))
+    attempts = count(store, task_attempt)
+    migrated = Store(store.url)
+    try:
+        with migrated.read() as conn:
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 2
+            columns = {c["name"] for c in inspect(conn).get_columns("task_attempt")}
+            assert {"log_offset", "log_length"} <= columns
+        assert count(migrated, task_attempt) == attempts > 0
+    finally:
+        migrated.dispose()
+
+
 def test_an_unreachable_server_is_a_store_error():
     with pytest.raises(StoreError, match=r"127\.0\.0\.1"):
         Store("postgresql://nobody@127.0.0.1:1/none?connect_timeout=2")

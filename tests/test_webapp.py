@@ -24,13 +24,13 @@ import pytest
 from sqlalchemy import event, update
 
 from dagrun import webapp
+from dagrun.logfiles import LogRange
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunType
-from dagrun.store import Store, registry, transitions
+from dagrun.store import Store, registry, schema, transitions
 from dagrun.store.schema import task_attempt, task_instance
 from dagrun.sync import sync_dags
 from dagrun.webapp import WebApp, make_web_server
-from dagrun.worker import log_path
 from tests.helpers import dagrun_cmd, run_cli, wait_until, write_dag
 
 OWNER = "test-worker"
@@ -174,9 +174,7 @@ def work_off(
             return
         outcomes = []
         for c in claims:
-            path = Path(log_path(logs, c))
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.write_text(f"attempt {c.try_number} of {c.task_id}\n{XSS_LOG}\n")
+            log = append_log(logs / "segment.log", f"attempt {c.try_number} of {c.task_id}")
             error = fail(c)
             outcomes.append(
                 transitions.Outcome(
@@ -188,11 +186,21 @@ def work_off(
                     outcome=AttemptOutcome.FAILED if error else AttemptOutcome.SUCCESS,
                     error=error,
                     duration=1.5,
-                    log_path=str(path),
+                    log=log,
                 )
             )
         with store.write() as conn:
             transitions.complete(conn, OWNER, outcomes, lambda _: spec, store.now())
+
+
+def append_log(path: Path, first_line: str) -> LogRange:
+    """Append one attempt's log to a shared segment, as worker children do."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    text = f"{first_line}\n{XSS_LOG}\n".encode()
+    with path.open("ab") as handle:
+        offset = handle.tell()
+        handle.write(text)
+    return LogRange(str(path), offset, len(text))
 
 
 def shop_failures(c: transitions.Claim) -> str | None:
@@ -345,6 +353,7 @@ def test_log_page_shows_the_attempt_log_escaped(world):
     reply = call(world.app, webapp.log_url("shop", world.run_ids[1], "load.v2-x", 1))
     assert reply.status == 200
     assert "attempt 1 of load.v2-x" in reply.text
+    assert "attempt 2 of load.v2-x" not in reply.text  # the next try's range of the segment
     assert XSS_LOG not in reply.text
     assert "&lt;script&gt;alert(&#39;log&#39;)&lt;/script&gt;" in reply.text
     assert "ConnectionError: blip" in reply.text
@@ -353,17 +362,12 @@ def test_log_page_shows_the_attempt_log_escaped(world):
 
 def test_log_tail_is_capped_for_huge_files(world, monkeypatch):
     monkeypatch.setattr(webapp, "LOG_TAIL_BYTES", 64)
-    path = Path(log_path(world.logs, _claim_like(world, 0, "notify")))
-    path.write_text("HEAD-LINE\n" + "x" * 500 + "\nTAIL-LINE\n")
-    page = call(world.app, webapp.log_url("shop", world.run_ids[0], "notify", 1)).text
-    assert "TAIL-LINE" in page and "HEAD-LINE" not in page
+    big = world.logs / "big.log"
+    big.write_text("HEAD-LINE\n" + "x" * 500 + "\nTAIL-LINE\nNEXT-ATTEMPT\n")
+    size = big.stat().st_size - len("NEXT-ATTEMPT\n")
+    page = call(world.app, _point_log_at(world, str(big), length=size)).text
+    assert "TAIL-LINE" in page and "HEAD-LINE" not in page and "NEXT-ATTEMPT" not in page
     assert "earlier bytes" in page
-
-
-def _claim_like(world: World, index: int, task_id: str) -> transitions.Claim:
-    """Enough of a claim for ``worker.log_path`` to name an existing attempt's log."""
-    first = world.spec.timetable.next_interval(None).start + timedelta(days=index)
-    return transitions.Claim(0, 0, "shop", task_id, 1, 1, "", first, first, first)
 
 
 # ---------------------------------------------------------------- paging and refresh
@@ -586,7 +590,8 @@ def test_api_run_has_task_instances_and_attempts(world):
 def test_healthz_checks_the_database(world):
     reply = call(world.app, "/healthz")
     assert reply.status == 200
-    assert reply.json() == {"status": "ok", "database": "sqlite", "schema_version": 1}
+    version = schema.SCHEMA_VERSION
+    assert reply.json() == {"status": "ok", "database": "sqlite", "schema_version": version}
     with world.store.write() as conn:
         conn.exec_driver_sql("DROP TABLE dagrun_meta")
     broken = call(world.app, "/healthz")
@@ -787,13 +792,13 @@ def test_log_urls_cannot_name_a_path(world, tmp_path, tail, status):
     assert "TOP-SECRET-CONTENT" not in reply.text
 
 
-def _point_log_at(world: World, target: str) -> str:
-    """Tamper with the stored log path of notify's first try (as a bad actor with DB access)."""
+def _point_log_at(world: World, target: str, length: int | None = None) -> str:
+    """Tamper with the stored log of notify's first try (as a bad actor with DB access)."""
     with world.store.write() as conn:
         conn.execute(
             update(task_attempt)
             .where(task_attempt.c.task_id == "notify", task_attempt.c.try_number == 1)
-            .values(log_path=target)
+            .values(log_path=target, log_offset=0, log_length=length)
         )
     return webapp.log_url("shop", world.run_ids[0], "notify", 1)
 
@@ -808,7 +813,7 @@ def test_a_recorded_log_path_outside_the_logs_folder_is_refused(world, tmp_path)
 
 def test_a_symlink_inside_the_logs_folder_cannot_escape_it(world, tmp_path):
     secret = _secret(tmp_path)
-    link = world.logs / "shop" / "link.log"
+    link = world.logs / "link.log"
     link.symlink_to(secret)
     reply = call(world.app, _point_log_at(world, str(link)))
     assert reply.status == 403 and "TOP-SECRET-CONTENT" not in reply.text

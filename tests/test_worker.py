@@ -4,10 +4,10 @@ letters, trigger rules, TaskFlow values, templates, context, logs."""
 from __future__ import annotations
 
 import logging
-from pathlib import Path
 
 from sqlalchemy import select
 
+from dagrun import logfiles
 from dagrun.store import queries
 from dagrun.store.schema import task_attempt, task_instance
 from dagrun.worker import Worker, WorkerOptions
@@ -22,6 +22,11 @@ def attempts_of(store, task_id: str) -> list[dict]:
             .order_by(task_attempt.c.id)
         )
         return [dict(r) for r in rows.mappings()]
+
+
+def log_of(attempt: dict) -> str:
+    """An attempt's own range of the log segment its worker child wrote it into."""
+    return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]
 
 
 def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
@@ -164,9 +169,9 @@ def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
     )
     run, _ = run_once(store, dags_dir, "logs", log_dir=tmp_path / "logs")
     assert run.state == "success"
-    paths = [a["log_path"] for a in attempts_of(store, "chatty")]
-    assert len(paths) == 2 and paths[0] != paths[1]
-    first, second = (Path(p).read_text() for p in paths)
+    attempts = attempts_of(store, "chatty")
+    assert len(attempts) == 2
+    first, second = (log_of(a) for a in attempts)
     assert "stdout line 1" in first and "logged line 1" in first and "RuntimeError" in first
     assert "stdout line 2" in second and "first try fails" not in second
 
@@ -198,8 +203,8 @@ def test_worker_console_logging_is_not_copied_into_attempt_logs(store, dags_dir,
         logging.getLogger().removeHandler(console)
         stderr.close()
     assert run.state == "success"
-    (path,) = [a["log_path"] for a in attempts_of(store, "say")]
-    assert Path(path).read_text().count("said once") == 1
+    (attempt,) = attempts_of(store, "say")
+    assert log_of(attempt).count("said once") == 1
 
 
 def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):

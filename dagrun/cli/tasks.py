@@ -6,6 +6,7 @@ from pathlib import Path
 
 import click
 
+from dagrun import logfiles
 from dagrun.cli.app import App, echo_json, echo_table, iso, pass_app, resolve_date
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parser import import_file
@@ -200,7 +201,8 @@ def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None)
     path = Path(attempt.log_path) if attempt.log_path else None
     if path is None or not path.exists():
         raise UsageError(f"the log of try {attempt.try_number} is not on this host ({path})")
-    click.echo(path.read_text(errors="replace"), nl=False)
+    text, _ = logfiles.read(str(path), attempt.log_offset, attempt.log_length)
+    click.echo(text, nl=False)
 
 
 COMMANDS = [test_dag, tasks_group, logs]

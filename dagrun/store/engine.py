@@ -123,7 +123,8 @@ class Store:
             return c.execute(text("SELECT now()")).scalar_one().astimezone(UTC)
 
     def ensure_schema(self) -> None:
-        """Create the schema on first use; refuse a database from a newer dagrun."""
+        """Create the schema on first use, bring an older one up to date, refuse a database
+        from a newer dagrun."""
         try:
             with self.write() as conn:
                 if self.dialect == "postgresql":
@@ -137,6 +138,8 @@ class Store:
                     )
                     return
                 version = self.schema_version(conn)
+                if version < schema.SCHEMA_VERSION:
+                    _migrate(conn, version)
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open the database {self!r}: {_first_line(exc)}") from exc
         if version > schema.SCHEMA_VERSION:
@@ -165,6 +168,18 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+def _migrate(conn: Connection, version: int) -> None:
+    """Apply every step after ``version``, then record the new version (one transaction)."""
+    for step in range(version + 1, schema.SCHEMA_VERSION + 1):
+        for statement in schema.MIGRATIONS.get(step, []):
+            conn.execute(text(statement))
+    conn.execute(
+        schema.meta.update()
+        .where(schema.meta.c.key == "schema_version")
+        .values(value=str(schema.SCHEMA_VERSION))
+    )
 
 
 def _actor() -> str:

@@ -144,6 +144,8 @@ class AttemptRow:
     outcome: str | None
     error: str | None
     log_path: str | None
+    log_offset: int | None
+    log_length: int | None
 
 
 ATTEMPT_COLUMNS = [task_attempt.c[name] for name in AttemptRow.__dataclass_fields__]

@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     Column,
     DateTime,
@@ -27,8 +28,18 @@ from sqlalchemy import (
 )
 from sqlalchemy.types import TypeDecorator
 
-#: Bump when the schema changes, and add the step to ``engine.MIGRATIONS``.
-SCHEMA_VERSION = 1
+#: Bump when the schema changes, and add the step to ``MIGRATIONS``.
+SCHEMA_VERSION = 2
+
+#: Version -> the statements that bring a database of the version before up to it (plain
+#: SQL both SQLite and PostgreSQL accept; run in one transaction with the version bump).
+MIGRATIONS: dict[int, list[str]] = {
+    # Attempt logs became byte ranges of shared segment files (dagrun.logfiles).
+    2: [
+        "ALTER TABLE task_attempt ADD COLUMN log_offset BIGINT",
+        "ALTER TABLE task_attempt ADD COLUMN log_length BIGINT",
+    ],
+}
 
 
 class UtcDateTime(TypeDecorator):
@@ -167,6 +178,8 @@ task_attempt = Table(
     Column("outcome", String(16)),
     Column("error", Text),
     Column("log_path", String(1024)),
+    Column("log_offset", BigInteger),
+    Column("log_length", BigInteger),
     UniqueConstraint("ti_id", "fence_token", name="uq_task_attempt_fence"),
     Index("ix_task_attempt_run", "run_pk"),
     Index("ix_task_attempt_outcome", "outcome"),

@@ -30,6 +30,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, bindparam, func, insert, select, tuple_, update
 
 from dagrun.errors import LeaseLost
+from dagrun.logfiles import LogRange
 from dagrun.retry import backoff_delay
 from dagrun.spec import DagSpec, TaskSpec
 from dagrun.states import (
@@ -609,7 +610,7 @@ class Outcome:
     error: str | None = None
     return_value: str | None = None
     duration: float = 0.0
-    log_path: str | None = None
+    log: LogRange | None = None
 
 
 @dataclass
@@ -806,7 +807,9 @@ def _record_attempts(
                 "b_outcome": (AttemptOutcome.STALE if o.ti_id in stale else o.outcome).value,
                 "b_error": _stale_reason(o) if o.ti_id in stale else o.error,
                 "b_now": now,
-                "b_log": o.log_path,
+                "b_log": o.log.path if o.log else None,
+                "b_log_offset": o.log.offset if o.log else None,
+                "b_log_length": o.log.length if o.log else None,
             }
             for o in outcomes
         ],
@@ -824,6 +827,8 @@ _END_ATTEMPT = (
         error=bindparam("b_error"),
         ended_at=bindparam("b_now"),
         log_path=func.coalesce(bindparam("b_log"), task_attempt.c.log_path),
+        log_offset=func.coalesce(bindparam("b_log_offset"), task_attempt.c.log_offset),
+        log_length=func.coalesce(bindparam("b_log_length"), task_attempt.c.log_length),
     )
 )
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from dagrun import logfiles
+from dagrun.store.queries import AttemptRow
 from dagrun.webapp.http import Forbidden, NotFound
 
 
@@ -19,26 +21,23 @@ class LogText:
     skipped_bytes: int
 
 
-def read_log(recorded: str | None, root: Path) -> LogText:
+def read_log(attempt: AttemptRow, root: Path) -> LogText:
     """The tail of an attempt's log, only if its real path lies inside the logs folder.
 
     ``resolve()`` follows ``..`` and symbolic links first, so neither a crafted path in the
     store nor a link planted in the folder can reach a file outside it.
     """
-    if not recorded:
+    if not attempt.log_path:
         raise NotFound("this attempt recorded no log file")
-    path = Path(recorded).resolve()
+    path = Path(attempt.log_path).resolve()
     if not path.is_relative_to(root.resolve()):
         raise Forbidden("the recorded log file lies outside the logs folder")
     if not path.is_file():
         raise NotFound("the log file is not on this host")
-    tail_bytes = _tail_bytes()
-    size = path.stat().st_size
-    skipped = max(0, size - tail_bytes)
-    with path.open("rb") as handle:
-        handle.seek(skipped)
-        data = handle.read(tail_bytes)
-    return LogText(path, data.decode("utf-8", "replace"), skipped)
+    text, skipped = logfiles.read(
+        str(path), attempt.log_offset, attempt.log_length, tail=_tail_bytes()
+    )
+    return LogText(path, text, skipped)
 
 
 def _tail_bytes() -> int:

@@ -86,7 +86,7 @@ def log(
         queries.task_instance(conn, dag_run, task_id)
         attempt = views.attempt(conn, dag_id, dag_run.id, task_id, int(try_number))
         others = views.run_attempts(conn, dag_run.id).get(task_id, [])
-    text = read_log(attempt.log_path, app.logs_root)
+    text = read_log(attempt, app.logs_root)
     return _page(
         app,
         "log.html",

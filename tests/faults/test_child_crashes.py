@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from dagrun import logfiles
 from dagrun.store.schema import task_attempt
 from tests.helpers import run_once, write_dag
 
@@ -46,7 +47,7 @@ def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_di
                 fine(n)
         """,
     )
-    run, tasks = run_once(sqlite_store, dags_dir, "crashy", workers=2)
+    run, tasks = run_once(sqlite_store, dags_dir, "crashy", workers=2, log_dir=tmp_path / "logs")
     assert run.state == "failed"
     errors = {t: tasks[t].last_error for t in ("exits", "segfaults", "hangs", "hangs_bash")}
     assert "exited with code 3" in errors["exits"]
@@ -57,9 +58,19 @@ def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_di
     assert len(fine) == 6 and all(tasks[t].state == "success" for t in fine)
     assert sorted(p.name for p in tmp_path.glob("fine-*")) == [f"fine-{n}" for n in range(6)]
     with sqlite_store.read() as conn:
-        outcomes = dict(conn.execute(select(task_attempt.c.task_id, task_attempt.c.outcome)).all())
+        attempts = {r.task_id: r for r in conn.execute(select(task_attempt))}
+    outcomes = {task_id: a.outcome for task_id, a in attempts.items()}
     assert outcomes["exits"] == "crashed" and outcomes["segfaults"] == "crashed"
     assert outcomes["hangs"] == "timed_out" and outcomes["hangs_bash"] == "timed_out"
+    # The pool records a dead child's log: what it wrote since its last finished attempt.
+    for task_id in ("exits", "segfaults", "hangs", "hangs_bash"):
+        a = attempts[task_id]
+        text = logfiles.read(a.log_path, a.log_offset, a.log_length)[0]
+        assert text.count("INFO dagrun.task: attempt 1 of crashy.") == 1, (task_id, text)
+        assert f"attempt 1 of crashy.{task_id} " in text, (task_id, text)
+    segfault = attempts["segfaults"]
+    text = logfiles.read(segfault.log_path, segfault.log_offset, segfault.log_length)[0]
+    assert "Fatal Python error: Segmentation fault" in text
 
 
 def test_timed_out_bash_leaves_no_process_behind(sqlite_store, dags_dir, tmp_path):
