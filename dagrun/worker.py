@@ -96,6 +96,7 @@ class Worker:
         self._last_tick = float("-inf")
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
+        self._runs: dict[int, object] = {}
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
         self._typical_seconds = 0.0
@@ -244,6 +245,7 @@ class Worker:
                 0 if self._stopping else self._room(pool),
                 self.options.lease_seconds,
                 now,
+                self._runs,
             )
             jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
         return completion, claims, jobs

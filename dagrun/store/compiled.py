@@ -145,16 +145,24 @@ def execute_many(conn: Connection, statement: ClauseElement, rows: Iterable[Para
 
 def rows(conn: Connection, statement: ClauseElement, params: Params | None = None) -> list:
     """The rows of a SELECT or RETURNING statement, as named tuples of processed values."""
+    row = prepared(statement, conn.dialect).row
+    return [row._make(r) for r in tuples(conn, statement, params)]
+
+
+def tuples(conn: Connection, statement: ClauseElement, params: Params | None = None) -> list:
+    """The rows as plain tuples (for the many small rows of a group commit)."""
     p = prepared(statement, conn.dialect)
-    cursor = execute(conn, statement, params)
-    fetched = cursor.fetchall()
+    fetched = execute(conn, statement, params).fetchall()
     readers = [(i, f) for i, f in enumerate(p.readers) if f is not None]
-    if readers:
-        fetched = [list(r) for r in fetched]
-        for r in fetched:
-            for i, f in readers:
-                r[i] = f(r[i])
-    return [p.row._make(r) for r in fetched]
+    if not readers:
+        return fetched
+    processed = []
+    for r in fetched:
+        r = list(r)
+        for i, f in readers:
+            r[i] = f(r[i])
+        processed.append(tuple(r))
+    return processed
 
 
 def _run(conn: Connection, sql: str, args, *, many: bool):

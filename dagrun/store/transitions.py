@@ -171,13 +171,7 @@ def admit_runs(
     free = max_active - count_active_runs(conn, spec.dag_id)
     if free <= 0:
         return []
-    waiting = [r.id for r in compiled.rows(conn, _WAITING_RUNS, {"b_dag_id": spec.dag_id})]
-    if newest_first:
-        waiting.reverse()
-    if run_pks is not None:
-        wanted = set(run_pks)
-        waiting = [pk for pk in waiting if pk in wanted]
-    admitted = waiting[:free]
+    admitted = _next_waiting(conn, spec.dag_id, free, newest_first, run_pks)
     if admitted:
         compiled.execute_many(
             conn,
@@ -191,6 +185,30 @@ def admit_runs(
     return admitted
 
 
+def _next_waiting(
+    conn: Connection,
+    dag_id: str,
+    free: int,
+    newest_first: bool,
+    run_pks: Iterable[int] | None,
+) -> list[int]:
+    """The first ``free`` waiting runs in admission order (among ``run_pks`` if given),
+    read only as far as needed: a backfill admits a few runs at a time out of hundreds."""
+    wanted = None if run_pks is None else set(run_pks)
+    statement = _WAITING_RUNS_NEWEST if newest_first else _WAITING_RUNS
+    cursor = compiled.execute(conn, statement, {"b_dag_id": dag_id})
+    found: list[int] = []
+    try:
+        for (pk,) in cursor:
+            if wanted is None or pk in wanted:
+                found.append(pk)
+                if len(found) == free:
+                    break
+    finally:
+        cursor.close()
+    return found
+
+
 _COUNT_ACTIVE = (
     select(func.count())
     .select_from(dag_run)
@@ -199,11 +217,11 @@ _COUNT_ACTIVE = (
         dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES]),
     )
 )
-_WAITING_RUNS = (
-    select(dag_run.c.id)
-    .where(dag_run.c.dag_id == bindparam("b_dag_id"), dag_run.c.state == RunState.WAITING.value)
-    .order_by(dag_run.c.logical_date)
+_WAITING = select(dag_run.c.id).where(
+    dag_run.c.dag_id == bindparam("b_dag_id"), dag_run.c.state == RunState.WAITING.value
 )
+_WAITING_RUNS = _WAITING.order_by(dag_run.c.logical_date)
+_WAITING_RUNS_NEWEST = _WAITING.order_by(dag_run.c.logical_date.desc())
 _SET_RUN_STATE = (
     update(dag_run)
     .where(dag_run.c.id == bindparam("b_run_pk"), dag_run.c.state == bindparam("b_from"))
@@ -287,20 +305,18 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
     pks = sorted(runs)
     if not pks:
         return {}
-    locked = {r.id: r for r in compiled.rows(conn, _LOCK_RUNS, {"b_run_pks": pks})}
-    running = [pk for pk in pks if pk in locked and locked[pk].state == RunState.RUNNING.value]
+    locked = dict(compiled.tuples(conn, _LOCK_RUNS, {"b_run_pks": pks}))
+    running = [pk for pk in pks if locked.get(pk) == RunState.RUNNING.value]
     states: dict[int, dict[str, TaskState]] = {pk: {} for pk in running}
     if running:
-        for run_pk, task_id, state in compiled.rows(
+        for run_pk, task_id, state in compiled.tuples(
             conn, _RUNS_TASK_STATES, {"b_run_pks": running}
         ):
-            states[run_pk][task_id] = TaskState(state)
+            states[run_pk][task_id] = _TASK_STATES[state]
     decided: dict[int, Decisions] = {}
     for pk in running:
         spec = runs[pk]
-        past = (
-            _past_ok(conn, spec, locked[pk].logical_date) if _needs_past(spec, states[pk]) else None
-        )
+        past = _past_ok(conn, spec, pk) if _needs_past(spec, states[pk]) else None
         decided[pk] = evaluate(spec, states[pk], past)
     _apply(conn, decided, now)
     return decided
@@ -328,8 +344,9 @@ def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> No
     compiled.execute_many(conn, _END_RUN, ended)
 
 
+_TASK_STATES = {s.value: s for s in TaskState}
 _LOCK_RUNS = (
-    select(dag_run.c.id, dag_run.c.state, dag_run.c.logical_date)
+    select(dag_run.c.id, dag_run.c.state)
     .where(dag_run.c.id.in_(bindparam("b_run_pks", expanding=True)))
     .order_by(dag_run.c.id)
     .with_for_update()
@@ -359,8 +376,9 @@ def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:
     return any(t.depends_on_past and states.get(t.task_id) == TaskState.NONE for t in spec.tasks)
 
 
-def _past_ok(conn: Connection, spec: DagSpec, logical_date: datetime) -> dict[str, bool]:
+def _past_ok(conn: Connection, spec: DagSpec, run_pk: int) -> dict[str, bool]:
     """For depends_on_past: did the previous run's instance of each task succeed or skip?"""
+    logical_date = select(dag_run.c.logical_date).where(dag_run.c.id == run_pk).scalar_subquery()
     previous = conn.execute(
         select(dag_run.c.id)
         .where(dag_run.c.dag_id == spec.dag_id, dag_run.c.logical_date < logical_date)
@@ -405,11 +423,14 @@ def claim(
     limit: int,
     lease_seconds: float,
     now: datetime,
+    known_runs: dict[int, Any] | None = None,
 ) -> list[Claim]:
     """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1.
 
     Tasks without a pool first; then, for each pool with queued tasks, as many as its free
     slots allow, counted under the pool row's lock so two workers never overfill a pool.
+    ``known_runs`` (run pk -> row) is the caller's cache of what a run's attempts need: that
+    never changes after the run is created, so each run is read once per worker.
     """
     if limit <= 0:
         return []
@@ -441,9 +462,18 @@ def claim(
             for r in rows
         ],
     )
-    run_pks = list({r.run_pk for r in rows})
-    runs = {r.id: r for r in compiled.rows(conn, _CLAIMED_RUNS, {"b_run_pks": run_pks})}
+    runs = _run_facts(conn, {r.run_pk for r in rows}, {} if known_runs is None else known_runs)
     return [_claim_from(r, runs[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
+
+
+def _run_facts(conn: Connection, run_pks: set[int], known: dict[int, Any]) -> dict[int, Any]:
+    """The claimed runs' ids, dates and conf: from ``known``, reading the others."""
+    if len(known) > 10_000:  # a long-lived worker keeps only recent runs
+        known.clear()
+    missing = sorted(run_pks - known.keys())
+    if missing:
+        known.update((r.id, r) for r in compiled.rows(conn, _CLAIMED_RUNS, {"b_run_pks": missing}))
+    return known
 
 
 def _claim_pooled(conn: Connection, caps: Capabilities, room: int, params: dict) -> list:
