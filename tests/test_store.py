@@ -141,13 +141,27 @@ def test_a_database_from_a_newer_dagrun_is_refused(store: Store):
         Store(store.url)
 
 
+#: What turns a new database back into one made by schema version 1.
+VERSION_1_FROM_2 = [
+    "ALTER TABLE task_attempt DROP COLUMN log_offset",
+    "ALTER TABLE task_attempt DROP COLUMN log_length",
+    *(f"DROP INDEX {name}" for name in ("ix_ti_queued", "ix_ti_running_lease", "ix_ti_retry_at")),
+    "DROP INDEX ix_ti_failed",
+    "DROP INDEX ix_ti_pool_state",
+    "CREATE INDEX ix_ti_claim_order ON task_instance (state, priority_weight DESC, id)",
+    "CREATE INDEX ix_ti_state_lease ON task_instance (state, lease_until)",
+    "CREATE INDEX ix_ti_state_next_try ON task_instance (state, next_try_at)",
+    "CREATE INDEX ix_ti_pool_state ON task_instance (pool, state)",
+]
+
+
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
     """Version 1 had no log ranges: opening it adds them, keeps every attempt, records 2."""
-    start(store, make_spec(), 1, 1)
-    claim(store)
+    start(store, make_spec(), 2, 2)
+    claim(store, limit=1)
     with store.write() as conn:
-        for column in ("log_offset", "log_length"):
-            conn.exec_driver_sql(f"ALTER TABLE task_attempt DROP COLUMN {column}")
+        for statement in VERSION_1_FROM_2:
+            conn.exec_driver_sql(statement)
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="1"))
     attempts = count(store, task_attempt)
     migrated = Store(store.url)
@@ -156,9 +170,38 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
             assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 2
             columns = {c["name"] for c in inspect(conn).get_columns("task_attempt")}
             assert {"log_offset", "log_length"} <= columns
+            indexes = {i["name"] for i in inspect(conn).get_indexes("task_instance")}
+            assert indexes - {"uq_task_instance_run_task"} == {i.name for i in ti.indexes}
         assert count(migrated, task_attempt) == attempts > 0
+        claimed, _ = claim(migrated)  # the migrated database works as a new one does
+        assert len(claimed) == 1
     finally:
         migrated.dispose()
+
+
+def test_state_scans_use_their_partial_index(sqlite_store: Store):
+    """Claims, reaping and retries find their rows through the small per-state indexes
+    (SQLite's plan; the statements name their state literally for that)."""
+    from sqlalchemy.dialects import sqlite
+
+    now = datetime(2026, 1, 1, tzinfo=UTC)
+    scans = {
+        "ix_ti_queued": transitions._CLAIM_UNPOOLED,
+        "ix_ti_running_lease": select(ti.c.id).where(
+            schema.in_state(TaskState.RUNNING), ti.c.lease_until < now
+        ),
+        "ix_ti_retry_at": update(ti)
+        .where(schema.in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= now)
+        .values(state="queued"),
+    }
+    with sqlite_store.read() as conn:
+        for index, statement in scans.items():
+            sql = str(statement.compile(dialect=sqlite.dialect()))
+            params = [1] * sql.count("?")
+            plan = " ".join(
+                str(r) for r in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {sql}", tuple(params))
+            )
+            assert index in plan, (index, plan)
 
 
 def test_an_unreachable_server_is_a_store_error():

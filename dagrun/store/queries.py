@@ -14,7 +14,7 @@ from sqlalchemy import Connection, bindparam, func, select
 
 from dagrun.errors import RunNotFound, TaskNotFound
 from dagrun.states import RunState, TaskState
-from dagrun.store.schema import dag_run, task_attempt, task_instance
+from dagrun.store.schema import dag_run, in_state, task_attempt, task_instance
 
 ti = task_instance
 
@@ -178,7 +178,7 @@ def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter
             ti.c.last_error,
         )
         .join(dag_run, dag_run.c.id == ti.c.run_pk)
-        .where(ti.c.state == TaskState.FAILED.value)
+        .where(in_state(TaskState.FAILED))
         .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.id)
     )
     if dag_id:

@@ -42,7 +42,15 @@ from dagrun.states import (
 )
 from dagrun.store import compiled
 from dagrun.store.engine import Capabilities, dialect_insert
-from dagrun.store.schema import dag, dag_run, partition_write, pool, task_attempt, task_instance
+from dagrun.store.schema import (
+    dag,
+    dag_run,
+    in_state,
+    partition_write,
+    pool,
+    task_attempt,
+    task_instance,
+)
 from dagrun.timetable import DataInterval
 from dagrun.triggers import Decisions, evaluate
 
@@ -499,7 +507,7 @@ def pools_missing(conn: Connection) -> list[str]:
     return sorted(
         conn.execute(
             select(ti.c.pool)
-            .where(ti.c.state == TaskState.QUEUED.value, ti.c.pool.is_not(None))
+            .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
             .where(ti.c.pool.not_in(select(pool.c.name)))
             .distinct()
         ).scalars()
@@ -528,7 +536,7 @@ def _claim_statement(skip_locked: bool, pooled: bool):
     in_pool = ti.c.pool == bindparam("b_pool") if pooled else ti.c.pool.is_(None)
     pick = (
         select(ti.c.id)
-        .where(ti.c.state == TaskState.QUEUED.value, in_pool)
+        .where(in_state(TaskState.QUEUED), in_pool)
         .order_by(ti.c.priority_weight.desc(), ti.c.id)
         .limit(bindparam("b_limit"))
     )
@@ -560,7 +568,7 @@ _CLAIM_POOL = _claim_statement(skip_locked=False, pooled=True)
 _CLAIM_POOL_SKIP_LOCKED = _claim_statement(skip_locked=True, pooled=True)
 _QUEUED_POOLS = (
     select(ti.c.pool)
-    .where(ti.c.state == TaskState.QUEUED.value, ti.c.pool.is_not(None))
+    .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
     .distinct()
     .order_by(ti.c.pool)
 )
@@ -568,7 +576,7 @@ _LOCK_POOL = select(pool.c.slots).where(pool.c.name == bindparam("b_pool")).with
 _RUNNING_IN_POOL = (
     select(func.count())
     .select_from(ti)
-    .where(ti.c.pool == bindparam("b_pool"), ti.c.state == TaskState.RUNNING.value)
+    .where(ti.c.pool == bindparam("b_pool"), in_state(TaskState.RUNNING))
 )
 _INSERT_ATTEMPT = insert(task_attempt).values(
     ti_id=bindparam("b_ti_id"),
@@ -896,7 +904,7 @@ def lease_owners(conn: Connection) -> set[str]:
     """The workers holding leases now."""
     return set(
         conn.execute(
-            select(ti.c.lease_owner).where(ti.c.state == TaskState.RUNNING.value).distinct()
+            select(ti.c.lease_owner).where(in_state(TaskState.RUNNING)).distinct()
         ).scalars()
     )
 
@@ -905,7 +913,7 @@ def requeue_retries(conn: Connection, now: datetime) -> int:
     """Task instances whose retry time has come go back to the queue."""
     return conn.execute(
         update(ti)
-        .where(ti.c.state == TaskState.UP_FOR_RETRY.value, ti.c.next_try_at <= now)
+        .where(in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= now)
         .values(state=TaskState.QUEUED.value, queued_at=now, next_try_at=None)
     ).rowcount
 
@@ -939,7 +947,7 @@ def reap_expired(
         expired = expired | ti.c.lease_owner.in_(list(dead_owners))
     pick = select(
         ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.lease_losses
-    ).where(ti.c.state == TaskState.RUNNING.value, expired)
+    ).where(in_state(TaskState.RUNNING), expired)
     if caps.skip_locked:
         pick = pick.with_for_update(skip_locked=True)
     reaped = []

@@ -20,7 +20,7 @@ from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
 from dagrun.store.queries import ATTEMPT_COLUMNS, RunRow
 from dagrun.store.queries import AttemptRow as Attempt
 from dagrun.store.registry import spec_from
-from dagrun.store.schema import dag, dag_file, dag_run, task_attempt, task_instance
+from dagrun.store.schema import dag, dag_file, dag_run, in_state, task_attempt, task_instance
 
 ti = task_instance
 _RUN_COLUMNS = [dag_run.c[name] for name in RunRow.__dataclass_fields__]
@@ -283,18 +283,19 @@ class Metrics:
 
 
 def metrics(conn: Connection, now: datetime) -> Metrics:
-    """Counts through the state indexes; every known state is present, zero or not."""
+    """Counts by state (runs through their state index); every known state is present, zero
+    or not."""
     runs = dict.fromkeys((s.value for s in RunState), 0)
     runs.update(_counts(conn, dag_run.c.state))
     tis = dict.fromkeys((s.value for s in TaskState), 0)
     tis.update(_counts(conn, ti.c.state))
     oldest = conn.execute(
-        select(func.min(ti.c.queued_at)).where(ti.c.state == TaskState.QUEUED.value)
+        select(func.min(ti.c.queued_at)).where(in_state(TaskState.QUEUED))
     ).scalar()
     expired = conn.execute(
         select(func.count())
         .select_from(ti)
-        .where(ti.c.state == TaskState.RUNNING.value, ti.c.lease_until < now)
+        .where(in_state(TaskState.RUNNING), ti.c.lease_until < now)
     ).scalar_one()
     stale = conn.execute(
         select(func.count())
