@@ -11,7 +11,13 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from dagrun.spec import DagSpec, TaskSpec
-from dagrun.states import FAILED_TASK_STATES, RunState, TaskState, TriggerRule
+from dagrun.states import (
+    FAILED_TASK_STATES,
+    FINISHED_TASK_STATES,
+    RunState,
+    TaskState,
+    TriggerRule,
+)
 
 _DONE_OK = frozenset({TaskState.SUCCESS, TaskState.SKIPPED})
 
@@ -66,19 +72,23 @@ def _record(decisions: Decisions, task_id: str, verdict: TaskState) -> None:
 
 
 def _verdict(task: TaskSpec, upstream: list[TaskState]) -> TaskState | None:
-    """QUEUED, UPSTREAM_FAILED or SKIPPED once the trigger rule can decide; None to wait."""
+    """QUEUED, UPSTREAM_FAILED or SKIPPED once the trigger rule can decide; None to wait.
+
+    Runs for every waiting task of every run a group commit touches, hence set operations
+    rather than a loop per upstream state."""
     if not upstream:
         return TaskState.QUEUED
-    rule = TriggerRule(task.trigger_rule)
-    if rule not in _EARLY_RULES and not all(s.finished for s in upstream):
+    rule = _RULES[task.trigger_rule]
+    finished = FINISHED_TASK_STATES.issuperset(upstream)
+    if not finished and rule not in _EARLY_RULES:
         return None
-    failed = sum(s in FAILED_TASK_STATES for s in upstream)
-    succeeded = sum(s == TaskState.SUCCESS for s in upstream)
+    failed = sum(1 for s in upstream if s in FAILED_TASK_STATES)
+    succeeded = upstream.count(TaskState.SUCCESS)
     if rule == TriggerRule.ONE_SUCCESS and succeeded:
         return TaskState.QUEUED
     if rule == TriggerRule.ONE_FAILED and failed:
         return TaskState.QUEUED
-    if not all(s.finished for s in upstream):
+    if not finished:
         return None
     if rule == TriggerRule.ALL_DONE:
         return TaskState.QUEUED
@@ -97,11 +107,12 @@ def _verdict(task: TaskSpec, upstream: list[TaskState]) -> TaskState | None:
 
 #: Rules that may fire before every upstream has finished.
 _EARLY_RULES = frozenset({TriggerRule.ONE_SUCCESS, TriggerRule.ONE_FAILED})
+_RULES = {rule.value: rule for rule in TriggerRule}
 
 
 def run_outcome(states) -> RunState | None:
     """SUCCESS when every instance succeeded or was skipped, FAILED when all finished else."""
-    states = list(states)
-    if not states or not all(s.finished for s in states):
+    states = set(states)
+    if not states or not FINISHED_TASK_STATES.issuperset(states):
         return None
-    return RunState.SUCCESS if all(s in _DONE_OK for s in states) else RunState.FAILED
+    return RunState.SUCCESS if _DONE_OK.issuperset(states) else RunState.FAILED

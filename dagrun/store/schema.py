@@ -11,6 +11,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from sqlalchemy import (
+    DDL,
     BigInteger,
     Boolean,
     Column,
@@ -24,8 +25,8 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    event,
     literal_column,
-    text,
 )
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
@@ -34,6 +35,23 @@ from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``MIGRATIONS``.
 SCHEMA_VERSION = 2
+
+#: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
+#: Each holds only the rows in the state its scans look for, so a state change touches one
+#: or two small indexes instead of every state index (most of what a task's three
+#: transitions cost SQLite); queries name the state with ``in_state``. Plain DDL rather than
+#: ``Index(..., postgresql_where=...)``, which would load the PostgreSQL dialect into every
+#: command.
+PARTIAL_INDEXES = {
+    name: f"CREATE INDEX {name} ON task_instance ({columns}) WHERE {condition}"
+    for name, columns, condition in [
+        ("ix_ti_queued", "priority_weight DESC, id", "state = 'queued'"),
+        ("ix_ti_running_lease", "lease_until", "state = 'running'"),
+        ("ix_ti_retry_at", "next_try_at", "state = 'up_for_retry'"),
+        ("ix_ti_failed", "dag_id", "state = 'failed'"),
+        ("ix_ti_pool_state", "pool, state", "pool IS NOT NULL"),
+    ]
+}
 
 #: Version -> the statements that bring a database of the version before up to it (plain
 #: SQL both SQLite and PostgreSQL accept; run in one transaction with the version bump).
@@ -47,12 +65,7 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP INDEX ix_ti_state_lease",
         "DROP INDEX ix_ti_state_next_try",
         "DROP INDEX ix_ti_pool_state",
-        "CREATE INDEX ix_ti_queued ON task_instance (priority_weight DESC, id) "
-        "WHERE state = 'queued'",
-        "CREATE INDEX ix_ti_running_lease ON task_instance (lease_until) WHERE state = 'running'",
-        "CREATE INDEX ix_ti_retry_at ON task_instance (next_try_at) WHERE state = 'up_for_retry'",
-        "CREATE INDEX ix_ti_failed ON task_instance (dag_id) WHERE state = 'failed'",
-        "CREATE INDEX ix_ti_pool_state ON task_instance (pool, state) WHERE pool IS NOT NULL",
+        *PARTIAL_INDEXES.values(),
     ],
 }
 
@@ -80,12 +93,6 @@ class UtcDateTime(TypeDecorator):
 
 
 metadata = MetaData()
-
-
-def _where(condition: str) -> dict:
-    """A partial index's condition, for both dialects."""
-    return {"sqlite_where": text(condition), "postgresql_where": text(condition)}
-
 
 meta = Table(
     "dagrun_meta",
@@ -168,16 +175,10 @@ task_instance = Table(
     Column("last_error", Text),
     Column("return_value", Text),
     UniqueConstraint("run_pk", "task_id", name="uq_task_instance_run_task"),
-    # Partial indexes: each holds only the rows in the state its scans look for, so a state
-    # change touches one or two small indexes instead of every state index (most of what a
-    # task's three transitions cost SQLite). Queries name the state with ``in_state``.
-    Index("ix_ti_queued", text("priority_weight DESC"), "id", **_where("state = 'queued'")),
-    Index("ix_ti_running_lease", "lease_until", **_where("state = 'running'")),
-    Index("ix_ti_retry_at", "next_try_at", **_where("state = 'up_for_retry'")),
-    Index("ix_ti_failed", "dag_id", **_where("state = 'failed'")),
     Index("ix_ti_dag_task", "dag_id", "task_id"),
-    Index("ix_ti_pool_state", "pool", "state", **_where("pool IS NOT NULL")),
 )
+for _ddl in PARTIAL_INDEXES.values():
+    event.listen(task_instance, "after_create", DDL(_ddl))
 
 
 def in_state(state: TaskState) -> ColumnElement[bool]:
