@@ -20,7 +20,7 @@ import uuid
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 
 from sqlalchemy import Connection
@@ -240,21 +240,17 @@ class Worker:
         with self.store.write() as conn:
             now = self.store.now(conn)
             spec_for = self.specs.bound(conn)
-            room = 0 if self._stopping else self._room(pool)
-            lease_until = now + timedelta(seconds=self.options.lease_seconds)
-            take = transitions.Take(self.owner, room, lease_until)
-            completion = transitions.complete(conn, self.owner, outcomes, spec_for, now, take)
+            completion = transitions.complete(conn, self.owner, outcomes, spec_for, now)
             if completion.finished_runs and self.admit is not None:
                 self.admit(conn, now)
             claims = transitions.claim(
                 conn,
                 self.store.caps,
                 self.owner,
-                room,
+                0 if self._stopping else self._room(pool),
                 self.options.lease_seconds,
                 now,
                 self._runs,
-                completion.taken,
             )
             jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
         return completion, claims, jobs

@@ -578,44 +578,6 @@ def test_success_advances_downstream_and_finishes_the_run(store: Store):
         assert transitions.upstream_values(conn, pk, ["report"]) == {"report": {"n": 1}}
 
 
-def fan_spec() -> DagSpec:
-    """extract >> [a, b, pooled]: three tasks ready at once, one of them in a pool."""
-    with DAG("fan", schedule="@daily", start_date="2026-01-01") as dag:
-        extract = BashTask("extract", command="echo")
-        extract >> [
-            BashTask("a", command="echo"),
-            BashTask("b", command="echo"),
-            BashTask("pooled", command="echo", pool="p"),
-        ]
-    return build_spec(dag, "/d/fan.py")
-
-
-def test_a_completion_can_take_what_it_makes_ready_within_its_limit(store: Store):
-    """The mini-scheduler path: successors go straight to running under the taker's lease
-    (never a pool's task, never more than the limit); the rest are queued as usual."""
-    spec = fan_spec()
-    (pk,) = start(store, spec, 1, 1)
-    (c,), _ = claim(store)
-    with store.write() as conn:
-        now = store.now(conn)
-        take = transitions.Take(OWNER, 1, now + timedelta(seconds=30))
-        done = transitions.complete(conn, OWNER, [outcome(c)], lambda _: spec, now, take)
-        claims = transitions.claim(conn, store.caps, OWNER, 1, 30, now, None, done.taken)
-    assert [(r.task_id, r.try_number, r.fence_token) for r in done.taken] == [("a", 1, 1)]
-    assert [(cl.task_id, cl.try_number, cl.fence_token) for cl in claims] == [("a", 1, 1)]
-    assert ti_states(store, pk) == {
-        "extract": "success",
-        "a": "running",
-        "b": "queued",
-        "pooled": "queued",
-    }
-    row = ti_row(store, pk, "a")
-    assert row.lease_owner == OWNER and row.queued_at is not None
-    assert [a.fence_token for a in attempt_rows(store, claims[0].ti_id)] == [1]
-    (other,), _ = claim(store, owner="worker-2")  # b waits in the queue for anyone
-    assert other.task_id == "b"
-
-
 def test_failure_without_retries_fails_downstream_and_the_run(store: Store):
     spec = make_spec(retries=0)
     (pk,) = start(store, spec, 1, 1)

@@ -302,17 +302,6 @@ def advance_run(conn: Connection, run_pk: int, spec: DagSpec, now: datetime) -> 
     return advance_runs(conn, {run_pk: spec}, now).get(run_pk, Decisions())
 
 
-@dataclass(frozen=True)
-class Take:
-    """A worker's offer, made inside its group commit, to run at once up to ``limit`` of
-    the tasks its completions make ready (as Airflow's mini scheduler does): they go from
-    waiting straight to running under its lease, skipping the queue and a claim."""
-
-    owner: str
-    limit: int
-    lease_until: datetime
-
-
 def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> dict[int, Decisions]:
     """Apply the trigger rules to running runs: queue ready tasks, end the runs that are done.
 
@@ -321,60 +310,28 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
     task is queued exactly once. One read of the runs and one of their task instances serve
     every run a group commit touched.
     """
-    return _advance(conn, runs, now, None)[0]
-
-
-def _advance(
-    conn: Connection, runs: dict[int, DagSpec], now: datetime, take: Take | None
-) -> tuple[dict[int, Decisions], list]:
-    """``advance_runs``, also taking ready tasks for ``take``: the decisions and the rows of
-    the task instances taken (as ``claim`` returns them)."""
     pks = sorted(runs)
     if not pks:
-        return {}, []
+        return {}
     locked = dict(compiled.tuples(conn, _LOCK_RUNS, {"b_run_pks": pks}))
     running = [pk for pk in pks if locked.get(pk) == RunState.RUNNING.value]
     states: dict[int, dict[str, TaskState]] = {pk: {} for pk in running}
-    ids: dict[tuple[int, str], int] = {}
     if running:
-        for run_pk, task_id, state, ti_id in compiled.tuples(
+        for run_pk, task_id, state in compiled.tuples(
             conn, _RUNS_TASK_STATES, {"b_run_pks": running}
         ):
             states[run_pk][task_id] = _TASK_STATES[state]
-            ids[run_pk, task_id] = ti_id
     decided: dict[int, Decisions] = {}
     for pk in running:
         spec = runs[pk]
         past = _past_ok(conn, spec, pk) if _needs_past(spec, states[pk]) else None
         decided[pk] = evaluate(spec, states[pk], past)
-    ready = [(pk, task_id) for pk, d in decided.items() for task_id in d.queue]
-    taken = _take(conn, runs, ready, ids, now, take) if take and take.limit > 0 else []
-    _apply(conn, decided, {(r.run_pk, r.task_id) for r in taken}, now)
-    return decided, taken
+    _apply(conn, decided, now)
+    return decided
 
 
-def _take(
-    conn: Connection,
-    runs: dict[int, DagSpec],
-    ready: list[tuple[int, str]],
-    ids: dict[tuple[int, str], int],
-    now: datetime,
-    take: Take,
-) -> list:
-    """Lease the first ``take.limit`` ready tasks that use no pool (a pool's slots are only
-    counted by ``claim``) to the taker."""
-    chosen = [(pk, t) for pk, t in ready if runs[pk].task_map[t].pool is None][: take.limit]
-    if not chosen:
-        return []
-    params = {"b_owner": take.owner, "b_until": take.lease_until, "b_now": now}
-    return compiled.rows(conn, _TAKE_TASKS, {**params, "b_ti_ids": sorted(ids[c] for c in chosen)})
-
-
-def _apply(
-    conn: Connection, decided: dict[int, Decisions], taken: set[tuple[int, str]], now: datetime
-) -> None:
-    """Write the decisions of ``advance_runs``: one batched statement per kind of change
-    (the ready tasks already ``taken`` are running, not queued)."""
+def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> None:
+    """Write the decisions of ``advance_runs``: one batched statement per kind of change."""
     changes = [
         (TaskState.QUEUED, _QUEUE_TASK, lambda d: d.queue),
         (TaskState.UPSTREAM_FAILED, _END_TASK, lambda d: d.upstream_failed),
@@ -385,7 +342,6 @@ def _apply(
             {"b_run_pk": pk, "b_task_id": task_id, "b_state": state.value, "b_now": now}
             for pk, d in decided.items()
             for task_id in chosen(d)
-            if (pk, task_id) not in taken
         ]
         compiled.execute_many(conn, statement, rows)
     ended = [
@@ -403,7 +359,7 @@ _LOCK_RUNS = (
     .order_by(dag_run.c.id)
     .with_for_update()
 )
-_RUNS_TASK_STATES = select(ti.c.run_pk, ti.c.task_id, ti.c.state, ti.c.id).where(
+_RUNS_TASK_STATES = select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(
     ti.c.run_pk.in_(bindparam("b_run_pks", expanding=True))
 )
 _END_RUN = (
@@ -476,26 +432,23 @@ def claim(
     lease_seconds: float,
     now: datetime,
     known_runs: dict[int, Any] | None = None,
-    taken: Iterable[Any] = (),
 ) -> list[Claim]:
     """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1.
 
     Tasks without a pool first; then, for each pool with queued tasks, as many as its free
     slots allow, counted under the pool row's lock so two workers never overfill a pool.
     ``known_runs`` (run pk -> row) is the caller's cache of what a run's attempts need: that
-    never changes after the run is created, so each run is read once per worker. ``taken``
-    are the rows ``complete`` already leased to ``owner`` (see ``Take``); they count
-    towards ``limit`` and get their attempts here like the others.
+    never changes after the run is created, so each run is read once per worker.
     """
-    rows = list(taken)
+    if limit <= 0:
+        return []
     params = {
         "b_owner": owner,
         "b_until": now + timedelta(seconds=lease_seconds),
         "b_now": now,
     }
-    if len(rows) < limit:
-        free_pool = _CLAIM_UNPOOLED_SKIP_LOCKED if caps.skip_locked else _CLAIM_UNPOOLED
-        rows += compiled.rows(conn, free_pool, {**params, "b_limit": limit - len(rows)})
+    free_pool = _CLAIM_UNPOOLED_SKIP_LOCKED if caps.skip_locked else _CLAIM_UNPOOLED
+    rows = compiled.rows(conn, free_pool, {**params, "b_limit": limit})
     if len(rows) < limit:
         rows += _claim_pooled(conn, caps, limit - len(rows), params)
     if not rows:
@@ -593,32 +546,22 @@ def _claim_statement(skip_locked: bool, pooled: bool):
     return (
         update(ti)
         .where(ti.c.id == picked.c.id, ti.c.state == TaskState.QUEUED.value)
-        .values(**_LEASED)
-        .returning(*_CLAIMED)
+        .values(
+            state=TaskState.RUNNING.value,
+            try_number=ti.c.try_number + 1,
+            fence_token=ti.c.fence_token + 1,
+            lease_owner=bindparam("b_owner"),
+            lease_until=bindparam("b_until"),
+            start_date=bindparam("b_now"),
+            end_date=None,
+            duration=None,
+        )
+        .returning(
+            ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.try_number, ti.c.fence_token
+        )
     )
 
 
-#: What claiming a task instance writes (a new attempt: try and fence + 1, the lease) and
-#: what it returns.
-_LEASED = {
-    "state": TaskState.RUNNING.value,
-    "try_number": ti.c.try_number + 1,
-    "fence_token": ti.c.fence_token + 1,
-    "lease_owner": bindparam("b_owner"),
-    "lease_until": bindparam("b_until"),
-    "start_date": bindparam("b_now"),
-    "end_date": None,
-    "duration": None,
-}
-_CLAIMED = (ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.try_number, ti.c.fence_token)
-
-
-_TAKE_TASKS = (
-    update(ti)
-    .where(ti.c.id.in_(bindparam("b_ti_ids", expanding=True)), ti.c.state == TaskState.NONE.value)
-    .values(**_LEASED, queued_at=bindparam("b_now"))
-    .returning(*_CLAIMED)
-)
 _CLAIM_UNPOOLED = _claim_statement(skip_locked=False, pooled=False)
 _CLAIM_UNPOOLED_SKIP_LOCKED = _claim_statement(skip_locked=True, pooled=False)
 _CLAIM_POOL = _claim_statement(skip_locked=False, pooled=True)
@@ -717,7 +660,6 @@ class Completion:
     retrying: list[Outcome] = field(default_factory=list)
     dead: list[Outcome] = field(default_factory=list)
     finished_runs: list[int] = field(default_factory=list)
-    taken: list = field(default_factory=list)
 
 
 def complete(
@@ -726,14 +668,12 @@ def complete(
     outcomes: Iterable[Outcome],
     spec_for: SpecLookup,
     now: datetime,
-    take: Take | None = None,
 ) -> Completion:
     """Record finished attempts (fenced), schedule retries, and advance their runs.
 
     Many outcomes share one transaction (a group commit); successes are written with one
     batched statement. An outcome whose lease was lost changes no task state: it is recorded
-    as stale in the attempt history and discarded. With ``take``, tasks made ready go to
-    the taker at once (``Completion.taken``, for ``claim``).
+    as stale in the attempt history and discarded.
     """
     outcomes = list(outcomes)
     states = _succeed(
@@ -758,9 +698,7 @@ def complete(
         touched[o.run_pk] = o.dag_id
     _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
     touched.update(_next_runs_waiting_on_past(conn, result.accepted, spec_for))
-    decided, result.taken = _advance(
-        conn, {pk: spec_for(d) for pk, d in touched.items()}, now, take
-    )
+    decided = advance_runs(conn, {pk: spec_for(d) for pk, d in touched.items()}, now)
     result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
     return result
 
