@@ -187,6 +187,16 @@ def one_run(ctx: Context, name: str, graph: graphs.Graph) -> Measurement:
     return m
 
 
+def task_span(folder: Path) -> float:
+    """Seconds from the first task's start to the last task's end, by the store's own
+    timestamps: the run itself, without the command's start-up and exit."""
+    with sqlite3.connect(folder / "home" / "dagrun.db") as conn:
+        first, last = conn.execute(
+            "SELECT (julianday(min(start_date))), (julianday(max(end_date))) FROM task_instance"
+        ).fetchone()
+    return (last - first) * 86400
+
+
 def graph_floor(folder: Path, graph: graphs.Graph, runs: int) -> tuple[Measurement, float]:
     """The floor for ``runs`` dates of ``graph``, in ``folder``."""
     spec = folder / "floor.json"
@@ -198,9 +208,10 @@ def w2(ctx: Context) -> dict:
     """A chain run's seconds per task, next to a 1-task run (the fixed cost, parse included)."""
     length = 20 if ctx.tiny else 100
     chain, single = graphs.chain(length=length), graphs.chain("single", length=1)
-    runs, floors, inner, singles, versions = [], [], [], [], []
+    runs, floors, inner, singles, versions, spans = [], [], [], [], [], []
     for rep in range(ctx.repeat):
         runs.append(one_run(ctx, f"W2-{rep}", chain))
+        spans.append(task_span(ctx.scratch / f"W2-{rep}"))
         floor, seconds = graph_floor(ctx.folder(f"W2-floor-{rep}"), chain, 1)
         floors.append(floor)
         inner.append(seconds)
@@ -210,6 +221,7 @@ def w2(ctx: Context) -> dict:
     per_task = 1000 * result["wall_s"]["median"] / length
     single_s = spread([m.seconds for m in singles])
     marginal = 1000 * (result["wall_s"]["median"] - single_s["median"]) / max(1, length - 1)
+    in_run = 1000 * statistics.median(spans) / length
     result.update(
         title=f"run of a chain of {length} tasks",
         unit="task",
@@ -219,9 +231,12 @@ def w2(ctx: Context) -> dict:
         single_task_run_s=single_s,
         cli_version_s=spread([m.seconds for m in versions]),
         marginal_per_task_ms=marginal,
-        # The scheduling latency path: what each task of the chain adds beyond a 1-task run
-        # (whose fixed cost, interpreter and imports included, is reported next to it).
-        targets=[target("ms per chained task (beyond a 1-task run)", marginal, 3.0, at_most=True)],
+        in_run_per_task_ms=in_run,
+        # The scheduling latency path: from the first task's start to the last one's end,
+        # per task (each one's run, recording, and the claim and start of the next). The
+        # command's fixed cost, interpreter and imports included, is reported next to it;
+        # the difference of two whole commands is too noisy here to stand for it.
+        targets=[target("ms per chained task (in the run)", in_run, 3.0, at_most=True)],
     )
     return result
 
