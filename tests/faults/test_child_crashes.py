@@ -58,7 +58,10 @@ def test_exit_segfault_and_timeout_fail_only_their_attempt(sqlite_store, dags_di
     assert len(fine) == 6 and all(tasks[t].state == "success" for t in fine)
     assert sorted(p.name for p in tmp_path.glob("fine-*")) == [f"fine-{n}" for n in range(6)]
     with sqlite_store.read() as conn:
-        attempts = {r.task_id: r for r in conn.execute(select(task_attempt))}
+        rows = conn.execute(select(task_attempt)).all()
+    attempts = {r.task_id: r for r in rows}
+    # Attempts waiting in a dead child's inbox went back unstarted: each ran exactly once.
+    assert sorted(r.task_id for r in rows) == sorted(tasks)
     outcomes = {task_id: a.outcome for task_id, a in attempts.items()}
     assert outcomes["exits"] == "crashed" and outcomes["segfaults"] == "crashed"
     assert outcomes["hangs"] == "timed_out" and outcomes["hangs_bash"] == "timed_out"
