@@ -25,6 +25,7 @@ from typing import NamedTuple
 from dagrun.dag import DAG, collect_dags
 from dagrun.errors import DagFileError
 from dagrun.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
+from dagrun.timetable import CronTimetable
 
 DEFAULT_TIMEOUT = float(os.environ.get("DAGRUN_PARSE_TIMEOUT", "30"))
 
@@ -125,6 +126,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         spread_seconds=dag.spread.total_seconds() if dag.spread else None,
         line=dag.definition_line,
         params=dag.params,
+        cron=tt.expansion if isinstance(tt, CronTimetable) else None,
     )
 
 

@@ -18,7 +18,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 from dagrun.states import TriggerRule
-from dagrun.timetable import Timetable, make_timetable
+from dagrun.timetable import Expansion, Timetable, make_timetable
 
 
 @dataclass(frozen=True)
@@ -59,11 +59,17 @@ class DagSpec:
     spread_seconds: float | None = None
     line: int | None = None
     params: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: A cron schedule's parsed fields, so readers of the spec need not import croniter.
+    cron: Expansion | None = None
 
     @cached_property
     def timetable(self) -> Timetable:
         return make_timetable(
-            _schedule_value(self.schedule), self.timezone, self.start_date, self.end_date
+            _schedule_value(self.schedule),
+            self.timezone,
+            self.start_date,
+            self.end_date,
+            self.cron,
         )
 
     @cached_property
@@ -122,6 +128,9 @@ class DagSpec:
             )
             for t in data.pop("tasks")
         )
+        cron = data.get("cron")
+        if cron is not None:
+            data["cron"] = tuple(tuple(values) for values in cron)
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
 
     def digest(self) -> str:

@@ -9,12 +9,14 @@ occurrence; other schedules follow real time (skipped wall times do not fire, re
 fire twice).
 
 croniter parses and validates expressions, and resolves the exotic day syntax (``L``, ``#``,
-``W``). We never let it step through aware datetimes: it fires a daily 01:30 twice on a
-fall-back night. Instead we walk naive wall-clock times through the local calendar and map
-each one to instants ourselves, which makes the DST rule explicit and testable. Walking the
-calendar ourselves (every matching day fires at each of the same times of day) is also several
-times faster than one croniter step per fire, which matters for a scheduler that asks on
-every tick and for year-long backfill plans.
+``W``). Its expansion of a plain expression is kept with the serialised DAG (``DagSpec.cron``),
+so a process that only reads specs, as the CLI and the scheduler do, never imports it. We
+never let it step through aware datetimes: it fires a daily 01:30 twice on a fall-back night.
+Instead we walk naive wall-clock times through the local calendar and map each one to instants
+ourselves, which makes the DST rule explicit and testable. Walking the calendar ourselves
+(every matching day fires at each of the same times of day) is also several times faster than
+one croniter step per fire, which matters for a scheduler that asks on every tick and for
+year-long backfill plans.
 
 Instants passed in may be naive; they are then taken as UTC, which is what the store holds.
 """
@@ -34,12 +36,17 @@ from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
 from functools import lru_cache
 from itertools import islice, takewhile
-from typing import NamedTuple
+from typing import TYPE_CHECKING, NamedTuple
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
-from croniter import CroniterBadDateError, CroniterError, croniter
-
 from dagrun.errors import ScheduleError
+
+if TYPE_CHECKING:
+    from croniter import croniter
+
+#: croniter's expansion of a plain cron expression: minutes, hours, days, months, weekdays,
+#: each a tuple of numbers or ``("*",)``.
+Expansion = tuple[tuple[int | str, ...], ...]
 
 __all__ = [
     "PRESETS",
@@ -315,6 +322,7 @@ class _CronSpec:
     weekdays: frozenset[int] | None
     fixed_time: bool
     exotic: croniter | None = field(default=None, compare=False)
+    expansion: Expansion | None = field(default=None, compare=False)
 
     def next_day(self, day: date) -> date | None:
         """The first day on or after `day` with fire times; None past the search horizon."""
@@ -341,6 +349,8 @@ class _CronSpec:
         return dom_ok and dow_ok
 
     def _next_day_by_croniter(self, day: date) -> date | None:
+        from croniter import CroniterBadDateError
+
         walker = copy.copy(self.exotic)  # own cursor state, shared parsed fields
         try:
             just_before = datetime.combine(day, time()) - timedelta(minutes=1)
@@ -378,6 +388,8 @@ def _croniter_reason(exc: Exception) -> str:
 
 def _check_fields(expression: str, fields: list[str]) -> None:
     """Name the first bad field, which croniter's own messages do not."""
+    from croniter import CroniterError, croniter
+
     for index, text in enumerate(fields):
         probe = ["0", "0", "*", "*", "*"]
         probe[index] = text
@@ -407,12 +419,15 @@ def _is_fixed_time(fields: list[str]) -> bool:
 
 def _croniter_walker(fields: list[str]) -> croniter:
     """A naive-time croniter, copied before each use (it keeps its cursor in the object)."""
+    from croniter import croniter
+
     return croniter(" ".join(fields), datetime(2000, 1, 1), ret_type=datetime)
 
 
 @lru_cache(maxsize=512)
-def _compile_cron(expression: str) -> _CronSpec:
-    """Parse and validate once per expression: the scheduler rebuilds timetables every tick."""
+def _compile_cron(expression: str, expansion: Expansion | None = None) -> _CronSpec:
+    """Parse and validate once per expression: the scheduler rebuilds timetables every tick.
+    With ``expansion`` (kept from an earlier parse) croniter is not consulted."""
     fields = PRESETS.get(expression.lower(), expression).split()
     if expression.startswith("@") and expression.lower() not in PRESETS:
         names = ", ".join([*PRESETS, "@once"])
@@ -421,11 +436,10 @@ def _compile_cron(expression: str) -> _CronSpec:
         raise _bad_cron(
             expression, f"expected 5 fields ({' '.join(_FIELD_NAMES)}), got {len(fields)}"
         )
-    _check_fields(expression, fields)
-    try:
-        expanded, nth_weekday = croniter.expand(" ".join(fields))
-    except (CroniterError, ValueError, TypeError) as exc:
-        raise _bad_cron(expression, _croniter_reason(exc)) from None
+    if expansion is None:
+        expanded, nth_weekday = _expand(expression, fields)
+    else:
+        expanded, nth_weekday = [list(values) for values in expansion], {}
     minutes, hours, days, months, weekdays = expanded
     exotic = bool(nth_weekday) or "l" in days or "w" in fields[2].lower()
     times = tuple(
@@ -440,10 +454,22 @@ def _compile_cron(expression: str) -> _CronSpec:
         weekdays=None if exotic else _restricted(weekdays),
         fixed_time=_is_fixed_time(fields),
         exotic=_croniter_walker(fields) if exotic else None,
+        expansion=None if exotic else tuple(tuple(values) for values in expanded),
     )
     if spec.next_day(date(2000, 1, 1)) is None:
         raise _bad_cron(expression, "no day matches it, so it never fires")
     return spec
+
+
+def _expand(expression: str, fields: list[str]) -> tuple[list, dict]:
+    """croniter's expansion of the fields (and its nth-weekday map), validated field by field."""
+    from croniter import CroniterError, croniter
+
+    _check_fields(expression, fields)
+    try:
+        return croniter.expand(" ".join(fields))
+    except (CroniterError, ValueError, TypeError) as exc:
+        raise _bad_cron(expression, _croniter_reason(exc)) from None
 
 
 # --- timetables ---------------------------------------------------------------------------------
@@ -608,11 +634,24 @@ class CronTimetable(Timetable):
     Intervals run from one fire time to the next. `fixed_time` tells which DST rule applies.
     """
 
-    def __init__(self, expression: str, tz: ZoneInfo, start: datetime, end: datetime | None):
+    def __init__(
+        self,
+        expression: str,
+        tz: ZoneInfo,
+        start: datetime,
+        end: datetime | None,
+        expansion: Expansion | None = None,
+    ):
         super().__init__(expression, tz, start, end)
-        self._spec = _compile_cron(expression)
+        self._spec = _compile_cron(expression, expansion)
         self.expression = self._spec.expression
         self.fixed_time = self._spec.fixed_time
+
+    @property
+    def expansion(self) -> Expansion | None:
+        """What ``DagSpec.cron`` keeps: the parsed fields, unless the expression needs
+        croniter at every step (L, #, W) anyway."""
+        return self._spec.expansion
 
     def _intervals_after(self, after: datetime) -> Iterator[tuple[DataInterval, str | None]]:
         fires = self._fires_after(after)
@@ -716,9 +755,11 @@ def make_timetable(
     timezone: str = "UTC",
     start_date: date | datetime | str | None = None,
     end_date: date | datetime | str | None = None,
+    cron: Expansion | None = None,
 ) -> Timetable:
-    """Build and validate a DAG's timetable; every mistake is a one-line ScheduleError."""
-    kind = _schedule_kind(schedule)
+    """Build and validate a DAG's timetable; every mistake is a one-line ScheduleError.
+    ``cron`` is a cron schedule's expansion from an earlier parse (``DagSpec.cron``)."""
+    kind = _schedule_kind(schedule, cron)
     tz = get_zone(timezone)
     start = None if start_date is None else to_utc(start_date, tz, what="start_date")
     end = None if end_date is None else to_utc(end_date, tz, what="end_date")
@@ -734,10 +775,10 @@ def make_timetable(
         return OnceTimetable(tz, start, end)
     if kind == "delta":
         return DeltaTimetable(schedule, tz, start, end)
-    return CronTimetable(schedule.strip(), tz, start, end)
+    return CronTimetable(schedule.strip(), tz, start, end, cron)
 
 
-def _schedule_kind(schedule: object) -> str:
+def _schedule_kind(schedule: object, cron: Expansion | None = None) -> str:
     """Validate the schedule itself first, so its error wins over a missing start_date."""
     if schedule is None:
         return "none"
@@ -750,7 +791,7 @@ def _schedule_kind(schedule: object) -> str:
     if isinstance(schedule, str):
         if schedule.strip().lower() == "@once":
             return "once"
-        _compile_cron(schedule.strip())
+        _compile_cron(schedule.strip(), cron)
         return "cron"
     raise ScheduleError(
         f"invalid schedule {schedule!r}: expected a cron expression, a preset such as "

@@ -788,3 +788,39 @@ def test_ten_thousand_intervals_are_fast(schedule):
     got = timetable.occurrences(u("2000-01-01 00:00"), 10_000)
     assert clock.perf_counter() - started < 1.0
     assert len(got) == 10_000
+
+
+READS_A_STORED_EXPANSION = """
+import sys
+from datetime import UTC, datetime
+from dagrun.timetable import make_timetable
+
+expansion = ((30,), (2,), ("*",), ("*",), (1, 2, 3, 4, 5))
+tt = make_timetable("30 2 * * 1-5", "Europe/Berlin", "2026-03-23", None, cron=expansion)
+first, last = datetime(2026, 3, 23, tzinfo=UTC), datetime(2026, 4, 4, tzinfo=UTC)
+print([str(i.start) for i in tt.intervals(first, last)])
+print("croniter" in sys.modules)
+"""
+
+
+def test_a_stored_expansion_gives_the_same_timetable_without_croniter():
+    """Processes that read specs (CLI, scheduler) build cron timetables from the parsed
+    fields the spec keeps; the fires are the ones croniter's parse gives (a DST change
+    falls in this range)."""
+    parsed = make_timetable("30 2 * * 1-5", "Europe/Berlin", "2026-03-23")
+    assert parsed.expansion == ((30,), (2,), ("*",), ("*",), (1, 2, 3, 4, 5))
+    out = subprocess.run(
+        [sys.executable, "-c", READS_A_STORED_EXPANSION],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    ).stdout.splitlines()
+    first, last = datetime(2026, 3, 23, tzinfo=UTC), datetime(2026, 4, 4, tzinfo=UTC)
+    fires = [str(i.start) for i in parsed.intervals(first, last)]
+    assert len(fires) == 10 and out[0] == str(fires)
+    assert out[1] == "False"
+
+
+def test_an_expression_only_croniter_can_walk_keeps_no_expansion():
+    assert make_timetable("0 12 L * *", "UTC", "2026-01-01").expansion is None
