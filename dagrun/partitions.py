@@ -304,7 +304,7 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
 
     store = _store(context.db_url)
     with store.write() as conn:
-        transitions.check_lease(conn, context.ti_id, context.fence_token)
+        transitions.check_lease(conn, context.ti_id, context.fence_token, store.now(conn))
         yield
         transitions.record_partition_write(
             conn,

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
-from sqlalchemy import select
+from sqlalchemy import select, update
 
 from dagrun import DAG, BashTask, partition
 from dagrun import partitions as partitions_module
@@ -27,7 +27,7 @@ from dagrun.parser import build_spec
 from dagrun.partitions import InvalidPartition, PartitionNotFound
 from dagrun.states import RunType
 from dagrun.store import registry, transitions
-from dagrun.store.schema import partition_write
+from dagrun.store.schema import partition_write, task_instance
 from dagrun.store.transitions import Claim
 
 DS = "2026-01-05"
@@ -309,7 +309,18 @@ def lose_by_reaping(store, claim: Claim) -> None:
     assert [r.ti_id for r in reaped] == [claim.ti_id]
 
 
-@pytest.mark.parametrize("lose", [lose_by_reclaim, lose_by_reaping])
+def lose_by_expiry(store, claim: Claim) -> None:
+    """w1 stalls past its lease and nobody has reaped the task yet: it is still w1's row,
+    fence and all, but the lease has run out."""
+    with store.write() as conn:
+        conn.execute(
+            update(task_instance)
+            .where(task_instance.c.id == claim.ti_id)
+            .values(lease_until=store.now(conn) - timedelta(seconds=1))
+        )
+
+
+@pytest.mark.parametrize("lose", [lose_by_reclaim, lose_by_reaping, lose_by_expiry])
 def test_write_after_the_lease_is_lost_is_refused_and_keeps_the_old_partition(store, attempt, lose):
     part = partition("sales", DS)
     part.write(OLD)

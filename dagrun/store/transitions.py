@@ -1032,14 +1032,17 @@ def clear_runs(
 # ---------------------------------------------------------------- partitions: fenced writes
 
 
-def check_lease(conn: Connection, ti_id: int, fence_token: int) -> None:
-    """Lock the task instance and raise ``LeaseLost`` unless this attempt still holds it."""
+def check_lease(conn: Connection, ti_id: int, fence_token: int, now: datetime) -> None:
+    """Lock the task instance and raise ``LeaseLost`` unless this attempt still holds it:
+    its fence, and a lease that has not run out (an attempt paused past its lease has lost
+    the task even before the reaper hands it on)."""
     row = conn.execute(
         select(ti.c.id)
         .where(
             ti.c.id == ti_id,
             ti.c.fence_token == fence_token,
             ti.c.state == TaskState.RUNNING.value,
+            ti.c.lease_until > now,
         )
         .with_for_update()
     ).first()
