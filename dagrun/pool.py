@@ -170,18 +170,17 @@ class Pool:
         jobs, self._returned = self._returned, []
         return jobs
 
-    def collect(self, timeout: float) -> list[tuple[Job, AttemptResult]]:
-        """Wait up to ``timeout`` for results; returns every attempt that ended."""
+    def collect(self, timeout: float, wake: int | None = None) -> list[tuple[Job, AttemptResult]]:
+        """Wait up to ``timeout`` for results, or until the file descriptor ``wake`` is
+        readable (the worker's listener); returns every attempt that ended."""
         busy = {c.conn.fileno(): c for c in self.busy()}
-        finished: list[tuple[Job, AttemptResult]] = []
-        if not busy:
-            time.sleep(max(timeout, 0))
-            return finished
         poller = select.poll()
-        for fd in busy:
+        for fd in [*busy, *([wake] if wake is not None else [])]:
             poller.register(fd, select.POLLIN)
+        finished: list[tuple[Job, AttemptResult]] = []
         for fd, _event in poller.poll(max(timeout, 0) * 1000):
-            finished.extend(self._drain(busy[fd]))
+            if fd in busy:
+                finished.extend(self._drain(busy[fd]))
         finished.extend(self._kill_overdue())
         return finished
 

@@ -31,7 +31,7 @@ from dagrun.runner import AttemptRequest, AttemptResult
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome
 from dagrun.store import Store, registry, transitions
-from dagrun.store.engine import dagrun_home
+from dagrun.store.engine import Listener, dagrun_home
 from dagrun.store.transitions import Claim, Completion, Outcome
 
 log = logging.getLogger("dagrun.worker")
@@ -105,6 +105,7 @@ class Worker:
         self._hurry = False
         self._last_heartbeat = time.monotonic()
         self._wake = True
+        self._listener: Listener | None = None
 
     def stop(self) -> None:
         """Stop claiming; running attempts get the grace period to finish (signal-safe).
@@ -119,12 +120,15 @@ class Worker:
         # those pages instead of copying them when the collector touches them.
         gc.freeze()
         pool = Pool(self.options.concurrency, str(self.options.log_dir))
+        self._listener = self.store.listen()
         log.info("worker %s started with %d child processes", self.owner, pool.size)
         try:
             self._loop(pool)
             self._shutdown(pool)
         finally:
             pool.close()
+            if self._listener is not None:
+                self._listener.close()
         return self.stats
 
     def _loop(self, pool: Pool) -> None:
@@ -146,9 +150,24 @@ class Worker:
 
     def _collect(self, pool: Pool, timeout: float) -> None:
         """Gather ended attempts; jobs a crashed child never started go back to the front
-        of the buffer."""
-        self._finished.extend(pool.collect(timeout))
+        of the buffer. Work queued elsewhere wakes a worker with an idle child at once
+        (PostgreSQL); a busy one claims it at its next group commit anyway."""
+        wake = self._listener.fileno() if self._listener is not None else None
+        self._finished.extend(pool.collect(timeout, wake))
         self._buffer.extendleft(reversed(pool.returned()))
+        if self._heard_work() and not self._buffer and pool.has_room(1):
+            self._wake = True
+
+    def _heard_work(self) -> bool:
+        if self._listener is None:
+            return False
+        try:
+            return self._listener.heard()
+        except Exception as exc:  # any driver error: go on polling without it
+            log.warning("stopped listening for queued work, polling only: %s", exc)
+            self._listener.close()
+            self._listener = None
+            return False
 
     def _idle(self, pool: Pool) -> bool:
         return not (pool.busy() or self._buffer or self._finished)

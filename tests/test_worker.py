@@ -9,9 +9,9 @@ from sqlalchemy import select
 
 from dagrun import logfiles
 from dagrun.store import queries
-from dagrun.store.schema import task_attempt, task_instance
+from dagrun.store.schema import dag_run, task_attempt, task_instance
 from dagrun.worker import Worker, WorkerOptions
-from tests.helpers import queue_run, run_once, write_dag
+from tests.helpers import queue_run, run_once, start_cli, stop_process, wait_until, write_dag
 
 
 def attempts_of(store, task_id: str) -> list[dict]:
@@ -242,3 +242,44 @@ def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):
 
 
 TEAMS = ("alpha", "beta")
+
+
+def run_state_of(store, dag_id: str) -> str | None:
+    with store.read() as conn:
+        return conn.execute(select(dag_run.c.state).where(dag_run.c.dag_id == dag_id)).scalar()
+
+
+def test_an_idle_worker_hears_work_queued_elsewhere_on_postgresql(store, dags_dir, tmp_path):
+    """Its poll is 30 s; the run queued by another process is done well before that,
+    because the queueing transaction NOTIFYs the worker's listening connection."""
+    if store.dialect != "postgresql":
+        assert store.listen() is None  # SQLite workers poll
+        return
+    write_dag(
+        dags_dir,
+        "heard.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("heard", schedule=None):
+            @task
+            def ping():
+                return "pong"
+
+            ping()
+        """,
+    )
+    env = {"DAGRUN_DB_URL": store.url, "DAGRUN_HOME": str(tmp_path / "home")}
+    log = tmp_path / "worker.log"
+    worker = start_cli("worker", "-c", "1", "--poll", "30", env=env, log=log)
+    try:
+        wait_until(lambda: "started with" in log.read_text(), timeout=30, what="worker start")
+        queue_run(store, dags_dir, "heard")
+        wait_until(
+            lambda: run_state_of(store, "heard") in ("success", "failed"),
+            timeout=15,
+            what="the run, long before the worker's next poll",
+        )
+        assert run_state_of(store, "heard") == "success"
+    finally:
+        assert stop_process(worker) == 0

@@ -1,16 +1,18 @@
 """Engines, transactions and dialect capabilities for SQLite and PostgreSQL.
 
 SQLite is the embedded default: WAL so readers never block the writer, a busy timeout so
-writers queue instead of failing, foreign keys on, ``synchronous=FULL`` so a committed state
-change survives a power cut, and every write transaction opened with ``BEGIN IMMEDIATE`` so
-two writers serialise at the start instead of deadlocking on lock upgrade. PostgreSQL is the
-scale-out engine; its differences are named as capabilities, not ``if sqlite`` checks.
+writers queue instead of failing, foreign keys on, ``synchronous=NORMAL`` (see
+``SQLITE_SYNCHRONOUS``), and every write transaction opened with ``BEGIN IMMEDIATE`` so two
+writers serialise at the start instead of deadlocking on lock upgrade. PostgreSQL is the
+scale-out engine; its differences are named as capabilities, not ``if sqlite`` checks, and it
+tells listening workers when work is queued (``WORK_CHANNEL``).
 """
 
 from __future__ import annotations
 
 import getpass
 import json
+import logging
 import os
 import sqlite3
 import time
@@ -28,6 +30,7 @@ from sqlalchemy.exc import OperationalError, SQLAlchemyError
 from dagrun.errors import StoreError
 from dagrun.store import schema
 
+log = logging.getLogger("dagrun.store")
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 
 #: WAL with NORMAL is always consistent and survives any process crash; only an OS crash or
@@ -166,8 +169,45 @@ class Store:
             )
         )
 
+    def listen(self) -> Listener | None:
+        """PostgreSQL: a connection of its own that hears when work is queued (see
+        ``WORK_CHANNEL``); None on SQLite, whose workers poll."""
+        if self.dialect != "postgresql":
+            return None
+        try:
+            return Listener(self.engine)
+        except Exception as exc:  # any driver error: polling still works without it
+            log.warning("cannot listen for queued work, polling only: %s", _first_line(exc))
+            return None
+
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+#: Every transaction that puts tasks in the queue on PostgreSQL sends one notification on
+#: this channel when it commits, so an idle worker claims them at once, not at its next poll.
+WORK_CHANNEL = "dagrun_work"
+
+
+class Listener:
+    """An autocommit connection LISTENing on ``WORK_CHANNEL``; poll its ``fileno``."""
+
+    def __init__(self, engine: Engine) -> None:
+        import psycopg
+
+        args, kwargs = engine.dialect.create_connect_args(engine.url)
+        self._conn = psycopg.connect(*args, **{**kwargs, "autocommit": True})
+        self._conn.execute(f"LISTEN {WORK_CHANNEL}")
+
+    def fileno(self) -> int:
+        return self._conn.fileno()
+
+    def heard(self) -> bool:
+        """Take the notifications that arrived, without waiting; whether there were any."""
+        return any(True for _ in self._conn.notifies(timeout=0))
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 def _migrate(conn: Connection, version: int) -> None:

@@ -41,7 +41,7 @@ from dagrun.states import (
     TaskState,
 )
 from dagrun.store import compiled
-from dagrun.store.engine import Capabilities, dialect_insert
+from dagrun.store.engine import WORK_CHANNEL, Capabilities, dialect_insert
 from dagrun.store.schema import (
     dag,
     dag_run,
@@ -330,6 +330,13 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
     return decided
 
 
+def announce_work(conn: Connection) -> None:
+    """Tell listening workers, when this transaction commits, that tasks were queued
+    (PostgreSQL's NOTIFY; one per transaction however often it is called)."""
+    if conn.dialect.name == "postgresql":
+        conn.exec_driver_sql(f"NOTIFY {WORK_CHANNEL}")
+
+
 def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> None:
     """Write the decisions of ``advance_runs``: one batched statement per kind of change."""
     changes = [
@@ -343,7 +350,8 @@ def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> No
             for pk, d in decided.items()
             for task_id in chosen(d)
         ]
-        compiled.execute_many(conn, statement, rows)
+        if compiled.execute_many(conn, statement, rows) and state == TaskState.QUEUED:
+            announce_work(conn)
     ended = [
         {"b_run_pk": pk, "b_state": d.run_state.value, "b_now": now}
         for pk, d in decided.items()
@@ -894,6 +902,8 @@ def release(
                 .where(task_attempt.c.ti_id == ti_id, task_attempt.c.fence_token == fence)
                 .values(outcome=AttemptOutcome.RELEASED.value, error=reason, ended_at=now)
             )
+    if count:
+        announce_work(conn)
     return count
 
 
@@ -911,11 +921,14 @@ def lease_owners(conn: Connection) -> set[str]:
 
 def requeue_retries(conn: Connection, now: datetime) -> int:
     """Task instances whose retry time has come go back to the queue."""
-    return conn.execute(
+    count = conn.execute(
         update(ti)
         .where(in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= now)
         .values(state=TaskState.QUEUED.value, queued_at=now, next_try_at=None)
     ).rowcount
+    if count:
+        announce_work(conn)
+    return count
 
 
 @dataclass(frozen=True)
@@ -979,6 +992,8 @@ def reap_expired(
             .values(outcome=AttemptOutcome.LEASE_EXPIRED.value, error=error, ended_at=now)
         )
         reaped.append(Reaped(row.id, row.run_pk, row.dag_id, row.task_id, row.fence_token, failed))
+    if any(not r.failed for r in reaped):
+        announce_work(conn)
     advance_runs(conn, {r.run_pk: spec_for(r.dag_id) for r in reaped if r.failed}, now)
     return reaped
 
