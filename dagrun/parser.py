@@ -13,6 +13,7 @@ import hashlib
 import multiprocessing
 import os
 import sys
+import sysconfig
 import time
 import traceback
 from collections.abc import Iterator
@@ -38,6 +39,7 @@ class FileResult:
     content_hash: str
     dags: list[DagSpec] = field(default_factory=list)
     error: DagFileError | None = None
+    depends_on: tuple[str, ...] = ()  # files (outside Python's own) its import loaded
 
 
 def discover(folder: str | os.PathLike) -> dict[str, str]:
@@ -198,24 +200,47 @@ def _line_in(path: str, exc: BaseException) -> int | None:
 
 
 @contextmanager
-def isolated(path: str) -> Iterator[None]:
+def isolated(path: str) -> Iterator[list[str]]:
     """Undo what importing ``path`` did to ``sys.path`` and ``sys.modules``.
 
     Parse children and worker children import many files, so without this a second
     ``import utils`` from another folder would get the first folder's cached ``utils``, and a
     file could import helpers that only an earlier file's folder holds. Library modules stay
     cached (fast). A worker runs each attempt inside this too, so a task that imports a
-    helper lazily finds its own folder's.
+    helper lazily finds its own folder's. The list it yields names, once the block is over,
+    the files of the modules imported meanwhile that are not Python's or installed
+    libraries: the file's helpers, whose edits must parse the file again.
     """
     folder = os.path.dirname(path)
     saved_path = list(sys.path)
     mark = _mark_modules()
     sys.path.insert(0, folder)
+    helpers: list[str] = []
     try:
-        yield
+        yield helpers
     finally:
         sys.path[:] = saved_path
-        _forget(_imported_since(mark), path, folder + os.sep)
+        imported = _imported_since(mark)
+        helpers.extend(_helper_files(imported, path))
+        _forget(imported, path, folder + os.sep)
+
+
+_LIBRARIES = tuple(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _helper_files(names: list[str], path: str) -> list[str]:
+    """The source files of the named modules, less ``path`` and Python's own and installed
+    libraries (a parse loads pandas once; it is not a helper)."""
+    files = []
+    for name in names:
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin and not origin.startswith(_LIBRARIES):
+            origin = os.path.abspath(origin)
+            if origin != path:
+                files.append(origin)
+    return files
 
 
 class _ModulesMark(NamedTuple):
@@ -272,10 +297,10 @@ def _child(conn: Connection) -> None:
     except EOFError:
         return
     for path in paths:
-        with isolated(path):
+        with isolated(path) as helpers:
             specs, error = load_file(path)
         reason = (error.reason, error.line) if error else None
-        conn.send((path, [s.to_json() for s in specs], reason))
+        conn.send((path, [s.to_json() for s in specs], reason, helpers))
 
 
 class _ParseChild:
@@ -307,13 +332,13 @@ class _ParseChild:
         path = self.paths.pop(0)
         self.deadline = time.monotonic() + self.timeout
         try:
-            _, specs, reason = self.conn.recv()
+            _, specs, reason, helpers = self.conn.recv()
         except EOFError:
             error = DagFileError(path, f"import killed the parser ({_exit_reason(self.process)})")
             return FileResult(path, hashes[path], error=error), False
         error = DagFileError(path, *reason) if reason else None
         specs = [DagSpec.from_json(s) for s in specs]
-        return FileResult(path, hashes[path], specs, error), True
+        return FileResult(path, hashes[path], specs, error, tuple(helpers)), True
 
     def time_out(self, hashes: dict[str, str]) -> FileResult:
         path = self.paths.pop(0)

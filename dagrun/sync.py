@@ -1,7 +1,7 @@
 """Keeps the store's DAG registry in step with the dags folder.
 
-Only files whose content changed since the last parse are imported again; unchanged files
-keep their stored specs, so a scheduler tick or a ``dags list`` with nothing changed costs a
+Only files whose content changed since the last parse, or that imported a helper file that
+changed, are imported again; unchanged files keep their stored specs, so a scheduler tick or a ``dags list`` with nothing changed costs a
 directory walk, a hash per file and one query. Cross-file rules (one file per dag_id) are
 checked here because no single import can see them.
 """
@@ -41,6 +41,7 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
     changed = {p: h for p, h in found.items() if p not in known or known[p].content_hash != h}
     if changed or removed:
         changed.update(_clashing_files(known, found))
+        changed.update(_dependents(known, found, set(changed) | set(removed)))
     report = SyncReport(
         parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed
     )
@@ -60,7 +61,10 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         parsed = []
         for path in sorted(results):
             specs, error, line = _resolve_duplicates(results[path], owners)
-            parsed.append(registry.ParsedFile(path, results[path].content_hash, specs, error, line))
+            helpers = tuple(h for h in results[path].depends_on if h in found)
+            parsed.append(
+                registry.ParsedFile(path, results[path].content_hash, specs, error, line, helpers)
+            )
         registry.save_files(conn, parsed, now)
         registry.deactivate_missing(conn, set(owners))
     return report
@@ -77,6 +81,26 @@ def _keep_previous_owners(
         for spec in result.dags:
             if spec.dag_id in previous:
                 owners[spec.dag_id] = path
+
+
+def _dependents(
+    known: dict[str, registry.KnownFile], found: dict[str, str], edited: set[str]
+) -> dict[str, str]:
+    """Unchanged files that imported an edited or removed helper, and files that failed on
+    a missing module once new files appear: parsing them again is the only way to know."""
+    added = any(p not in known for p in edited)
+    return {
+        p: found[p]
+        for p, k in known.items()
+        if p in found
+        and (
+            any(dep in edited for dep in k.depends_on)
+            or (added and k.error is not None and _MISSING_MODULE in k.error)
+        )
+    }
+
+
+_MISSING_MODULE = "ModuleNotFoundError"
 
 
 def _clashing_files(known: dict[str, registry.KnownFile], found: dict[str, str]) -> dict:

@@ -145,6 +145,7 @@ def test_a_database_from_a_newer_dagrun_is_refused(store: Store):
 VERSION_1_FROM_2 = [
     "ALTER TABLE task_attempt DROP COLUMN log_offset",
     "ALTER TABLE task_attempt DROP COLUMN log_length",
+    "ALTER TABLE dag_file DROP COLUMN depends_on",
     *(f"DROP INDEX {name}" for name in ("ix_ti_queued", "ix_ti_running_lease", "ix_ti_retry_at")),
     "DROP INDEX ix_ti_failed",
     "DROP INDEX ix_ti_pool_state",

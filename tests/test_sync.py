@@ -122,6 +122,46 @@ def test_a_new_file_is_parsed_alone(sqlite_store: Store, dags_dir: Path, tmp_pat
     assert set(active(sqlite_store)) == {"one", "new"}
 
 
+USES_HELPER = """
+    from dagrun import DAG, BashTask
+    from {module} import COMMAND
+
+    with DAG({dag_id!r}, schedule=None):
+        BashTask("t", command=COMMAND)
+    """
+
+
+def test_editing_a_helper_parses_the_files_that_import_it(store: Store, dags_dir: Path):
+    write_dag(dags_dir, "shared.py", 'COMMAND = "echo one"\n')
+    write_dag(dags_dir, "other.py", "VALUE = 1\n")
+    user = write_dag(dags_dir, "user.py", USES_HELPER.format(module="shared", dag_id="user"))
+    bystander = write_dag(dags_dir, "bystander.py", simple_dag("bystander"))
+    sync(store, dags_dir)
+    with store.read() as conn:
+        assert registry.known_files(conn)[str(user)].depends_on == (str(dags_dir / "shared.py"),)
+    write_dag(dags_dir, "shared.py", 'COMMAND = "echo two"\n')
+    report = sync(store, dags_dir)
+    assert str(user) in report.parsed and str(bystander) not in report.parsed
+    write_dag(dags_dir, "other.py", "VALUE = 2\n")  # a helper nobody imports
+    assert str(user) not in sync(store, dags_dir).parsed
+
+
+def test_removing_a_helper_shows_the_error_and_restoring_it_fixes_it(
+    sqlite_store: Store, dags_dir: Path
+):
+    helper = write_dag(dags_dir, "shared.py", 'COMMAND = "echo"\n')
+    user = write_dag(dags_dir, "user.py", USES_HELPER.format(module="shared", dag_id="user"))
+    sync(sqlite_store, dags_dir)
+    assert "user" in active(sqlite_store)
+    helper.unlink()
+    sync(sqlite_store, dags_dir)
+    assert "No module named 'shared'" in errors(sqlite_store)[str(user)]
+    assert "user" not in active(sqlite_store)
+    write_dag(dags_dir, "shared.py", 'COMMAND = "echo"\n')  # a new file: try it again
+    sync(sqlite_store, dags_dir)
+    assert str(user) not in errors(sqlite_store) and "user" in active(sqlite_store)
+
+
 def test_removed_file_deactivates_its_dags(store: Store, dags_dir: Path):
     keep = write_dag(dags_dir, "keep.py", simple_dag("keep"))
     gone = write_dag(dags_dir, "gone.py", simple_dag("gone"))

@@ -29,6 +29,7 @@ class KnownFile:
     dag_ids: tuple[str, ...]
     error: str | None
     error_line: int | None
+    depends_on: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -56,6 +57,7 @@ def known_files(conn: Connection) -> dict[str, KnownFile]:
             tuple(json.loads(r["dag_ids"])),
             r["error"],
             r["error_line"],
+            tuple(json.loads(r["depends_on"] or "[]")),
         )
         for r in rows
     }
@@ -70,6 +72,7 @@ class ParsedFile:
     specs: list[DagSpec]
     error: str | None = None
     error_line: int | None = None
+    depends_on: tuple[str, ...] = ()
 
 
 def save_file(
@@ -95,7 +98,14 @@ def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None
             index_elements=["path"],
             set_={
                 c: stmt.excluded[c]
-                for c in ("content_hash", "parsed_at", "dag_ids", "error", "error_line")
+                for c in (
+                    "content_hash",
+                    "parsed_at",
+                    "dag_ids",
+                    "error",
+                    "error_line",
+                    "depends_on",
+                )
             },
         ),
         [
@@ -106,6 +116,7 @@ def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None
                 "dag_ids": json.dumps([s.dag_id for s in f.specs]),
                 "error": f.error,
                 "error_line": f.error_line,
+                "depends_on": json.dumps(sorted(f.depends_on)),
             }
             for f in files
         ],

@@ -56,11 +56,13 @@ PARTIAL_INDEXES = {
 #: Version -> the statements that bring a database of the version before up to it (plain
 #: SQL both SQLite and PostgreSQL accept; run in one transaction with the version bump).
 MIGRATIONS: dict[int, list[str]] = {
-    # Attempt logs became byte ranges of shared segment files (dagrun.logfiles), and the
-    # task-instance state indexes became partial (see ``in_state``).
+    # Attempt logs became byte ranges of shared segment files (dagrun.logfiles), the
+    # task-instance state indexes became partial (see ``in_state``), and a DAG file keeps
+    # the helpers it imported.
     2: [
         "ALTER TABLE task_attempt ADD COLUMN log_offset BIGINT",
         "ALTER TABLE task_attempt ADD COLUMN log_length BIGINT",
+        "ALTER TABLE dag_file ADD COLUMN depends_on TEXT",
         "DROP INDEX ix_ti_claim_order",
         "DROP INDEX ix_ti_state_lease",
         "DROP INDEX ix_ti_state_next_try",
@@ -110,6 +112,9 @@ dag_file = Table(
     Column("dag_ids", Text, nullable=False, default="[]"),
     Column("error", Text),
     Column("error_line", Integer),
+    # JSON list of the files in the dags folder the file imported (its helpers), so an edit
+    # to one of them parses the file again.
+    Column("depends_on", Text),
 )
 
 dag = Table(
