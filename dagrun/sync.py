@@ -1,9 +1,10 @@
 """Keeps the store's DAG registry in step with the dags folder.
 
 Only files whose content changed since the last parse, or that imported a helper file that
-changed, are imported again; unchanged files keep their stored specs, so a scheduler tick or a ``dags list`` with nothing changed costs a
-directory walk, a hash per file and one query. Cross-file rules (one file per dag_id) are
-checked here because no single import can see them.
+changed, are imported again; unchanged files keep their stored specs, so a scheduler tick or
+a ``dags list`` with nothing changed costs a directory walk, a hash per file and one query.
+Cross-file rules (one file per dag_id) are checked here because no single import can see
+them.
 """
 
 from __future__ import annotations
