@@ -91,15 +91,18 @@ class Prepared:
 
 def _last_value_memo(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
     """The processor, remembering its last answer: the rows of one batch share their
-    instants (``now``, a lease's end), so most calls repeat the previous one."""
-    last: list[Any] = [object(), None]
+    instants (``now``, a lease's end), so most calls repeat the previous one. The pair is
+    replaced as one reference, so threads sharing it never see half an update."""
+    last: list[tuple[Any, Any]] = [(object(), None)]
 
     def process(value: Any) -> Any:
         if value is None:
             return None
-        if value is not last[0]:
-            last[:] = value, processor(value)
-        return last[1]
+        seen, answer = last[0]
+        if seen is not value:
+            answer = processor(value)
+            last[0] = (value, answer)
+        return answer
 
     return process
 
