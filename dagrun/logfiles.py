@@ -60,17 +60,21 @@ class Segment:
         return os.lseek(self.fd, 0, os.SEEK_END)
 
     def _open(self, day: str) -> None:
+        """A new segment: a file this process creates, never one it finds (an earlier
+        process with the same pid may have left one), so each segment has one writer."""
         if self.fd is not None:
             os.close(self.fd)
-        self._count += 1
         self._day = day
         folder = os.path.join(self.folder, day)
-        self.path = os.path.join(folder, f"{_owner(os.getpid())}-{self._count}.log")
-        try:
-            self.fd = os.open(self.path, _FLAGS, 0o644)
-        except FileNotFoundError:
-            os.makedirs(folder, exist_ok=True)
-            self.fd = os.open(self.path, _FLAGS, 0o644)
+        os.makedirs(folder, exist_ok=True)
+        while True:
+            self._count += 1
+            self.path = os.path.join(folder, f"{_owner(os.getpid())}-{self._count}.log")
+            try:
+                self.fd = os.open(self.path, _FLAGS | os.O_EXCL, 0o644)
+                return
+            except FileExistsError:
+                continue
 
 
 _segments: dict[str, tuple[int, Segment]] = {}

@@ -86,3 +86,17 @@ def test_a_log_recorded_without_a_range_is_the_whole_file(tmp_path):
     path = tmp_path / "old.log"
     path.write_text("a file per attempt, as before schema version 2\n")
     assert logfiles.read(str(path), None, None)[0] == path.read_text()
+
+
+def test_a_segment_left_by_an_earlier_process_with_the_same_pid_is_not_reused(folder):
+    first = write_attempt(folder, "mine\n")
+    day_folder = os.path.dirname(first.path)
+    os.remove(first.path)
+    for n in (2, 3):  # what a process that had this pid before left behind
+        name = os.path.basename(first.path).replace("-1.log", f"-{n}.log")
+        with open(os.path.join(day_folder, name), "w") as handle:
+            handle.write("someone else's\n")
+    second = write_attempt(folder, "mine again\n")
+    assert second.path.endswith("-4.log") and second.offset == 0
+    tail = logfiles.tail_of(folder, os.getpid(), None)
+    assert logfiles.read(tail.path, tail.offset, tail.length)[0] == "mine again\n"
