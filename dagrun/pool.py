@@ -22,6 +22,7 @@ import signal
 import struct
 import time
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -44,6 +45,7 @@ class Job:
     started: float = 0.0
     ended: float = 0.0
     pgids: list[int] = field(default_factory=list)
+    short: bool = False  # its task ran briefly before, so others may wait behind it
 
     @property
     def deadline(self) -> float | None:
@@ -156,10 +158,9 @@ class Pool:
         start now."""
         for child in sorted(self.children, key=lambda c: len(c.inbox)):
             share = -(-len(buffer) // self.size)
-            take = min(depth - len(child.inbox), share, len(buffer))
-            if take <= 0:
+            jobs = batch(child.inbox, buffer, min(depth - len(child.inbox), share))
+            if not jobs:
                 continue
-            jobs = [buffer.popleft() for _ in range(take)]
             if not child.inbox:
                 jobs[0].started = time.monotonic()
             child.inbox.extend(jobs)
@@ -254,6 +255,18 @@ class Pool:
             if child.process.is_alive():
                 child.kill()
         self.children = []
+
+
+def batch(held: Sequence[Job], buffer: deque[Job], limit: int) -> list[Job]:
+    """The next jobs from ``buffer`` for a child that holds ``held``: at most ``limit``, and
+    a job waits behind others only if every one of them is known to be short. A long or new
+    task must not hold up the jobs queued behind it while another child could run them."""
+    jobs: list[Job] = []
+    while buffer and len(jobs) < limit:
+        if (held or jobs) and not all(job.short for job in (*held, *jobs)):
+            break
+        jobs.append(buffer.popleft())
+    return jobs
 
 
 def _frame(data: bytearray) -> tuple[int, int] | None:

@@ -101,6 +101,7 @@ class Worker:
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
         self._typical_seconds = 0.0
+        self._task_seconds: dict[tuple[str, str], float] = {}
         self._stopping = False
         self._hurry = False
         self._last_heartbeat = time.monotonic()
@@ -222,9 +223,17 @@ class Worker:
         return max(1, self._depth() // 4)
 
     def _learn(self, finished: list[tuple[Job, AttemptResult]]) -> None:
-        """Keep a moving average of how long attempts take."""
-        for _job, result in finished:
+        """Keep moving averages of how long attempts take: overall (how deep to prefetch)
+        and per task (which jobs may wait behind others in a child's inbox)."""
+        for job, result in finished:
             self._typical_seconds += 0.2 * (result.duration - self._typical_seconds)
+            key = (job.request.dag_id, job.request.task_id)
+            before = self._task_seconds.get(key, result.duration)
+            self._task_seconds[key] = before + 0.5 * (result.duration - before)
+
+    def _is_short(self, dag_id: str, task_id: str) -> bool:
+        seconds = self._task_seconds.get((dag_id, task_id))
+        return seconds is not None and seconds < self.options.short_task
 
     def _step(self, pool: Pool) -> None:
         """One group commit: record finished attempts, advance runs, claim more work.
@@ -305,7 +314,8 @@ class Worker:
             log_dir=str(self.options.log_dir),
             db_url=self.store.url,
         )
-        return Job(request, task.execution_timeout, payload=claim)
+        short = self._is_short(claim.dag_id, claim.task_id)
+        return Job(request, task.execution_timeout, payload=claim, short=short)
 
     def _dispatch(self, pool: Pool) -> None:
         if self._buffer:

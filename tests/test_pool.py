@@ -8,10 +8,17 @@ from __future__ import annotations
 import multiprocessing
 import struct
 import threading
+import time
+from collections import deque
+from datetime import UTC, datetime
 
 import pytest
 
-from dagrun.pool import Child, _frame
+from dagrun import logfiles
+from dagrun.pool import Child, Job, Pool, _frame, batch
+from dagrun.runner import AttemptRequest
+from dagrun.states import AttemptOutcome
+from tests.helpers import write_dag
 
 
 def test_a_frame_is_found_only_once_it_is_whole():
@@ -54,3 +61,84 @@ def test_a_closed_pipe_is_the_childs_end():
     theirs.close()
     with pytest.raises(EOFError):
         reader_of(ours).messages()
+
+
+def jobs(*shorts: bool) -> deque[Job]:
+    return deque(Job(request=None, timeout=None, payload=i, short=s) for i, s in enumerate(shorts))
+
+
+def test_known_short_jobs_share_a_message_up_to_the_limit():
+    buffer = jobs(True, True, True, True)
+    assert [j.payload for j in batch([], buffer, 3)] == [0, 1, 2]
+    assert [j.payload for j in buffer] == [3]
+
+
+def test_nothing_waits_behind_a_long_or_new_task():
+    buffer = jobs(False, True, True)
+    assert [j.payload for j in batch([], buffer, 8)] == [0]  # an idle child takes it alone
+    assert [j.payload for j in batch(list(jobs(False)), jobs(True), 8)] == []  # held: new
+    behind_shorts = jobs(True, True, False, True)
+    assert [j.payload for j in batch([], behind_shorts, 8)] == [0, 1, 2]  # it goes last
+
+
+def test_a_child_already_holding_short_jobs_takes_more_within_the_limit():
+    assert [j.payload for j in batch(list(jobs(True, True)), jobs(True, True, True), 2)] == [0, 1]
+    assert batch(list(jobs(True)), jobs(True), 0) == []
+
+
+DIES_SECOND = """
+    import os
+    from dagrun import DAG, task
+
+    with DAG("pool", schedule=None):
+        @task
+        def quick():
+            return 1
+
+        @task
+        def dies():
+            os._exit(3)
+
+        quick(); dies()
+"""
+
+
+def test_a_dead_childs_unstarted_jobs_come_back_and_its_log_is_its_own(dags_dir, tmp_path):
+    """One message of four short jobs; the second kills the child. The first has its
+    result, the second the crash and the log it wrote, the last two were never started."""
+    path = write_dag(dags_dir, "pool_dag.py", DIES_SECOND)
+    day = datetime(2026, 1, 1, tzinfo=UTC)
+
+    def job(n: int, task_id: str) -> Job:
+        request = AttemptRequest(
+            dag_id="pool",
+            task_id=task_id,
+            fileloc=str(path),
+            timezone="UTC",
+            run_id="r",
+            logical_date=day,
+            data_interval_start=day,
+            data_interval_end=day,
+            log_dir=str(tmp_path / "logs"),
+        )
+        return Job(request, None, payload=n, short=True)
+
+    pool = Pool(1, str(tmp_path / "logs"))
+    try:
+        buffer = deque([job(0, "quick"), job(1, "dies"), job(2, "quick"), job(3, "quick")])
+        pool.dispatch(buffer, 8)
+        assert not buffer and len(pool.jobs()) == 4
+        finished = []
+        deadline = time.monotonic() + 30
+        while len(finished) < 2 and time.monotonic() < deadline:
+            finished += pool.collect(1.0)
+        results = {j.payload: r for j, r in finished}
+        assert results[0].outcome == AttemptOutcome.SUCCESS
+        assert results[1].outcome == AttemptOutcome.CRASHED
+        assert "exited with code 3" in results[1].error
+        crash_log = logfiles.read(results[1].log.path, results[1].log.offset, results[1].log.length)
+        assert "attempt 1 of pool.dies" in crash_log[0] and "pool.quick" not in crash_log[0]
+        assert [j.payload for j in pool.returned()] == [2, 3]
+        assert pool.jobs() == []
+    finally:
+        pool.close()
