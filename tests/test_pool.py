@@ -1,7 +1,6 @@
-"""The pool's own reading of a child's pipe: whole messages, however the bytes arrive.
-
-Children, crashes, timeouts and inboxes are exercised end to end through the worker
-(tests/test_worker.py, tests/faults/test_child_crashes.py)."""
+"""The pool: whole messages off a child's pipe however the bytes arrive, which jobs may share
+a child's inbox, and what a child that dies leaves behind. Timeouts and crashes under a real
+worker are in tests/test_worker.py and tests/faults/test_child_crashes.py."""
 
 from __future__ import annotations
 
