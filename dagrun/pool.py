@@ -233,7 +233,9 @@ class Pool:
         job.ended = time.monotonic()
         self._returned.extend(child.inbox)
         self.children[self.children.index(child)] = Child()
-        log = self.log_dir and logfiles.tail_of(self.log_dir, child.process.pid, child.last_log)
+        log = None
+        if self.log_dir is not None:
+            log = logfiles.tail_of(self.log_dir, child.process.pid, child.last_log)
         return job, AttemptResult(outcome, reason, None, job.ended - job.started, log)
 
     def kill_busy(self) -> list[Job]:

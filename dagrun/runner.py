@@ -114,9 +114,8 @@ def execute(
     started = time.monotonic()
     context = request.context()
     set_current(context)
-    log: list[LogRange] = []
     try:
-        with _captured(request.log_dir, log):
+        with _captured(request.log_dir) as log:
             result = _run_logged(request, context, cache, on_process_group)
     finally:
         set_current(None)
@@ -335,12 +334,13 @@ def _run_bash(
 
 
 @contextlib.contextmanager
-def _captured(log_dir: str | None, log: list[LogRange]) -> Iterator[None]:
+def _captured(log_dir: str | None) -> Iterator[list[LogRange]]:
     """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to this process's
-    log segment under ``log_dir``, then restore them all (the child runs many attempts);
-    appends the attempt's range of the segment to ``log``."""
+    log segment under ``log_dir``, then restore them all (the child runs many attempts).
+    The list it yields holds the attempt's range of the segment once the block is over."""
+    log: list[LogRange] = []
     if log_dir is None:
-        yield
+        yield log
         return
     target = _fd2_target()
     saved_streams = sys.stdout, sys.stderr
@@ -359,7 +359,7 @@ def _captured(log_dir: str | None, log: list[LogRange]) -> Iterator[None]:
         faulthandler.enable(file=2)
         root.addHandler(target.handler)
         _set_level(root, min(level, logging.INFO) if level else logging.INFO)
-        yield
+        yield log
     finally:
         if not target.stream.closed:  # a task may close sys.stdout; _fd2_target replaces it
             target.stream.flush()
@@ -387,7 +387,7 @@ def _restore_fds(saved: tuple[int, int]) -> None:
 @dataclass(frozen=True)
 class _Fd2Target:
     """A text stream on fd 2 and a logging handler writing to it. Made once per process:
-    every attempt points fd 2 at its own log file, so the same stream and handler serve all
+    every attempt points fd 2 at its log segment, so the same stream and handler serve all
     of them, where building both per attempt was much of a small attempt's cost."""
 
     stream: TextIO

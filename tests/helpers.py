@@ -170,3 +170,24 @@ def cli_json(*args: str, env: dict[str, str]):
     result = run_cli(*args, "--json", env=env, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout)
+
+
+def attempt_request(path: Path, task_id: str, log_dir: Path | None, dag_id: str, **fields):
+    """What a worker sends a child for one attempt of ``dag_id.task_id`` in the file at
+    ``path`` (a daily interval from 2026-01-05 unless ``logical_date`` says otherwise)."""
+    from datetime import UTC, datetime, timedelta
+
+    from dagrun.runner import AttemptRequest
+
+    start = fields.setdefault("logical_date", datetime(2026, 1, 5, tzinfo=UTC))
+    return AttemptRequest(
+        dag_id=dag_id,
+        task_id=task_id,
+        fileloc=str(path),
+        timezone="UTC",
+        run_id=f"r-{start:%Y%m%d}",
+        data_interval_start=start,
+        data_interval_end=start + timedelta(days=1),
+        log_dir=str(log_dir) if log_dir else None,
+        **fields,
+    )

@@ -9,15 +9,13 @@ import struct
 import threading
 import time
 from collections import deque
-from datetime import UTC, datetime
 
 import pytest
 
 from dagrun import logfiles
 from dagrun.pool import Child, Job, Pool, _frame, batch
-from dagrun.runner import AttemptRequest
 from dagrun.states import AttemptOutcome
-from tests.helpers import write_dag
+from tests.helpers import attempt_request, write_dag
 
 
 def test_a_frame_is_found_only_once_it_is_whole():
@@ -106,20 +104,9 @@ def test_a_dead_childs_unstarted_jobs_come_back_and_its_log_is_its_own(dags_dir,
     """One message of four short jobs; the second kills the child. The first has its
     result, the second the crash and the log it wrote, the last two were never started."""
     path = write_dag(dags_dir, "pool_dag.py", DIES_SECOND)
-    day = datetime(2026, 1, 1, tzinfo=UTC)
 
     def job(n: int, task_id: str) -> Job:
-        request = AttemptRequest(
-            dag_id="pool",
-            task_id=task_id,
-            fileloc=str(path),
-            timezone="UTC",
-            run_id="r",
-            logical_date=day,
-            data_interval_start=day,
-            data_interval_end=day,
-            log_dir=str(tmp_path / "logs"),
-        )
+        request = attempt_request(path, task_id, tmp_path / "logs", "pool")
         return Job(request, None, payload=n, short=True)
 
     pool = Pool(1, str(tmp_path / "logs"))

@@ -23,7 +23,7 @@ from dagrun import logfiles
 from dagrun.parser import isolated, module_name
 from dagrun.runner import AttemptRequest, AttemptResult, DagCache, execute
 from dagrun.states import AttemptOutcome
-from tests.helpers import write_dag
+from tests.helpers import attempt_request, write_dag
 
 DAY = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -31,19 +31,7 @@ DAY = datetime(2026, 1, 5, tzinfo=UTC)
 def request(
     path: Path, task_id: str, log_dir: Path | None, dag_id: str = "rt", **fields
 ) -> AttemptRequest:
-    fields.setdefault("logical_date", DAY)
-    start = fields["logical_date"]
-    return AttemptRequest(
-        dag_id=dag_id,
-        task_id=task_id,
-        fileloc=str(path),
-        timezone="UTC",
-        run_id=f"r-{start:%Y%m%d}",
-        data_interval_start=start,
-        data_interval_end=start + timedelta(days=1),
-        log_dir=str(log_dir) if log_dir else None,
-        **fields,
-    )
+    return attempt_request(path, task_id, log_dir, dag_id, **fields)
 
 
 def log_text(result: AttemptResult) -> str:
