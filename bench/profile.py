@@ -82,11 +82,13 @@ class SqlCounter:
         from sqlalchemy import event
         from sqlalchemy.engine import Engine
 
-        from dagrun.store import compiled
+        from dagrun.store import sql
 
         event.listen(Engine, "before_cursor_execute", self._before)
         event.listen(Engine, "after_cursor_execute", self._after)
-        compiled.trace = self._record  # the hot statements bypass SQLAlchemy's events
+        # dagrun's statements run on the driver's cursor, out of SQLAlchemy's events
+        watch = sql.observed(lambda statement, _params, seconds: self._record(statement, seconds))
+        watch.__enter__()  # for the rest of the profiled process
         self._time_commits()
 
     def _time_commits(self) -> None:

@@ -24,13 +24,14 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from sqlalchemy import event, insert, select
+from sqlalchemy import insert, select
 
 from dagrun.spec import DagSpec, TaskSpec
-from dagrun.store import Store, registry
+from dagrun.store import Store, registry, sql
+from dagrun.store.reads import Cell
 from dagrun.store.schema import dag_run, task_instance
-from dagrun.store.views import Cell
-from dagrun.webapp import WebApp, iso
+from dagrun.timetable import iso
+from dagrun.webapp import WebApp
 
 START = datetime(2000, 1, 1, tzinfo=UTC)
 FULL = {"runs": 10_000, "tasks": 30, "page": 50, "repeat": 30}
@@ -200,14 +201,8 @@ def floor_query(store: Store, dag_id: str, before: datetime | None, page: int) -
 def count_selects(store: Store, action: Callable[[], object]) -> int:
     statements: list[str] = []
 
-    def record(_conn, _cursor, statement, *_rest) -> None:
-        statements.append(statement)
-
-    event.listen(store.engine, "before_cursor_execute", record)
-    try:
+    with sql.observed(lambda statement, *_: statements.append(statement)):
         action()
-    finally:
-        event.remove(store.engine, "before_cursor_execute", record)
     return sum(1 for s in statements if s.lstrip().upper().startswith("SELECT"))
 
 

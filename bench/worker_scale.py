@@ -52,12 +52,12 @@ def pg_schema(base: str):
         admin.dispose()
 
 
-def fill_queue(url: str, dags: Path, dag_id: str, runs: int) -> int:
-    """Register the DAG and queue every root of ``runs`` runs; the number of queued tasks."""
+def fill_queue(url: str, dags: Path, dag_id: str, run_count: int) -> int:
+    """Register the DAG and queue every root of ``run_count`` runs; the queued tasks."""
     from sqlalchemy import func, select
 
     from dagrun.states import RunType
-    from dagrun.store import Store, registry, transitions
+    from dagrun.store import Store, reads, runs
     from dagrun.store.schema import task_instance
     from dagrun.sync import sync_dags
 
@@ -66,14 +66,14 @@ def fill_queue(url: str, dags: Path, dag_id: str, runs: int) -> int:
         sync_dags(store, str(dags))
         with store.write() as conn:
             now = store.now(conn)
-            spec = registry.get_dag(conn, dag_id).spec
+            spec = reads.get_dag(conn, dag_id).spec
             first = datetime(START.year, START.month, START.day, tzinfo=UTC)
-            last = first + timedelta(days=runs - 1)
-            transitions.create_runs(
+            last = first + timedelta(days=run_count - 1)
+            runs.create_runs(
                 conn, spec, spec.timetable.intervals(first, last), RunType.BACKFILL, now
             )
-            transitions.admit_runs(conn, spec, runs, now)
-            transitions.start_runs(conn, spec, now)
+            runs.admit_runs(conn, spec, run_count, now)
+            runs.start_runs(conn, spec, now)
         with store.read() as conn:
             return conn.execute(
                 select(func.count()).where(task_instance.c.state == "queued")

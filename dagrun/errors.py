@@ -84,6 +84,28 @@ class StoreError(DagrunError):
     """The metadata database cannot be reached or is not in the expected shape."""
 
 
+class StoreUnavailable(StoreError, ConnectionError):
+    """The database cannot be reached, or the connection to it was lost: an outage, which
+    long-running processes ride out (``DAGRUN_DB_OUTAGE_SECONDS``)."""
+
+
+class StoreConflict(StoreError):
+    """A transaction lost a race (a deadlock victim, a busy database) and was rolled back;
+    trying it again is the remedy."""
+
+
+class OutageTooLong(StoreUnavailable):
+    """The database stayed unavailable past the limit a long-running process waits."""
+
+    def __init__(self, seconds: float, limit: float, last_error: str):
+        super().__init__(
+            f"the database has been unavailable for {seconds:.0f} s, longer than "
+            f"DAGRUN_DB_OUTAGE_SECONDS={limit:g}; giving up ({last_error})"
+        )
+        self.seconds = seconds
+        self.limit = limit
+
+
 class LeaseLost(DagrunError):
     """A guarded update changed no row: the attempt no longer owns its task instance."""
 

@@ -9,9 +9,11 @@ killed, the file is reported, and a fresh child carries on with the rest.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import multiprocessing
 import os
+import resource
 import sys
 import sysconfig
 import time
@@ -23,6 +25,7 @@ from multiprocessing.connection import Connection, wait
 from pathlib import Path
 from typing import NamedTuple
 
+from dagrun import processes
 from dagrun.dag import DAG, collect_dags
 from dagrun.errors import DagFileError
 from dagrun.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
@@ -185,6 +188,8 @@ def _check_unique_ids(specs: list[DagSpec], path: str) -> None:
 def _describe(exc: BaseException) -> str:
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
     name = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return f"MemoryError: the import needs more than DAGRUN_PARSE_MEMORY_MB={PARSE_MEMORY_MB}"
     if name in ("DagDefinitionError", "ScheduleError"):
         return text
     return f"{name}: {text}" if text else name
@@ -284,9 +289,15 @@ def _forget(names: list[str], path: str, folder: str) -> None:
             del sys.modules[name]
 
 
-def _child(conn: Connection) -> None:
+def _child(conn: Connection, parent_end: int, parent: int) -> None:
     """Parse worker: import what building specs needs, then each path it is sent in turn,
-    sending (path, specs, error) for each."""
+    sending (path, specs, error) for each. It dies with the command that forked it, in a
+    process group of its own that the command kills afterwards (with whatever a DAG file
+    started at import), and its memory is capped (``DAGRUN_PARSE_MEMORY_MB``)."""
+    os.close(parent_end)  # the pipe then ends when the command's end does
+    os.setpgrp()
+    processes.die_with_parent(parent=parent)
+    _limit_memory()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
@@ -303,6 +314,26 @@ def _child(conn: Connection) -> None:
         conn.send((path, [s.to_json() for s in specs], reason, helpers))
 
 
+#: Memory (heap and private mappings) an import may add to what the parse child starts with:
+#: a file whose import needs more is an import error, not a machine out of memory.
+PARSE_MEMORY_MB = int(os.environ.get("DAGRUN_PARSE_MEMORY_MB", "1024"))
+
+
+def _limit_memory() -> None:
+    limit = _data_bytes() + PARSE_MEMORY_MB * 1024 * 1024
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _data_bytes() -> int:
+    """This process's data size now (Linux: ``VmData``); 0 where it cannot be read."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
 class _ParseChild:
     """A forked child importing a list of files in order; the parent times each file."""
 
@@ -312,7 +343,8 @@ class _ParseChild:
         self.timeout = DEFAULT_TIMEOUT
         self.deadline = float("inf")
         self.conn, child_end = ctx.Pipe()
-        self.process = ctx.Process(target=_child, args=(child_end,), daemon=True)
+        args = (child_end, self.conn.fileno(), os.getpid())
+        self.process = ctx.Process(target=_child, args=args, daemon=True)
         self.process.start()
         child_end.close()
         self.owner = os.getpid()
@@ -335,6 +367,7 @@ class _ParseChild:
             _, specs, reason, helpers = self.conn.recv()
         except EOFError:
             error = DagFileError(path, f"import killed the parser ({_exit_reason(self.process)})")
+            processes.kill_group(self.process.pid)
             return FileResult(path, hashes[path], error=error), False
         error = DagFileError(path, *reason) if reason else None
         specs = [DagSpec.from_json(s) for s in specs]
@@ -346,6 +379,8 @@ class _ParseChild:
         return FileResult(path, hashes[path], error=error)
 
     def close(self) -> None:
+        """End the child and its process group: what a DAG file forked at import dies too."""
+        processes.kill_group(self.process.pid)
         if self.process.is_alive():
             self.process.kill()
         self.process.join()

@@ -300,13 +300,13 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
     if context is None:
         yield
         return
-    from dagrun.store import transitions
+    from dagrun.store import attempts
 
     store = _store(context.db_url)
     with store.write() as conn:
-        transitions.check_lease(conn, context.ti_id, context.fence_token, store.now(conn))
+        attempts.check_lease(conn, context.ti_id, context.fence_token, store.now(conn))
         yield
-        transitions.record_partition_write(
+        attempts.record_partition_write(
             conn,
             dataset=result.dataset,
             partition_key=result.ds,
@@ -317,7 +317,7 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
             ti_id=context.ti_id,
             dag_id=context.dag_id,
             task_id=context.task_id,
-            run_pk=transitions.run_pk_of(conn, context.ti_id),
+            run_pk=attempts.run_pk_of(conn, context.ti_id),
             try_number=context.try_number,
             fence_token=context.fence_token,
             written_at=store.now(conn),

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import errno
 import faulthandler
 import functools
 import inspect
@@ -27,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from dagrun import logfiles
+from dagrun import logfiles, processes
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError
@@ -117,6 +118,9 @@ def execute(
     try:
         with _captured(request.log_dir) as log:
             result = _run_logged(request, context, cache, on_process_group)
+    except OSError as exc:  # the log itself: its folder full, read-only, removed
+        reason = f"{log_folder_problem(exc)}: {exc.strerror or exc} ({request.log_dir})"
+        return AttemptResult(AttemptOutcome.INFRA_FAILED, reason, None, time.monotonic() - started)
     finally:
         set_current(None)
     return AttemptResult(
@@ -145,12 +149,23 @@ def _run_logged(
         encoded = _encode(value)
     except NonRetryableError as exc:
         _note("ERROR", f"non-retryable failure:\n{traceback.format_exc()}")
-        return AttemptResult(AttemptOutcome.NON_RETRYABLE, _one_line(exc))
+        return AttemptResult(AttemptOutcome.NON_RETRYABLE, one_line(exc))
     except BaseException as exc:  # a task may raise anything; only its attempt fails
         _note("ERROR", f"failed:\n{traceback.format_exc()}")
-        return AttemptResult(AttemptOutcome.FAILED, _one_line(exc))
+        return AttemptResult(AttemptOutcome.FAILED, one_line(exc))
     _note("INFO", "success")
     return AttemptResult(AttemptOutcome.SUCCESS, return_value=encoded)
+
+
+def log_folder_problem(exc: OSError) -> str:
+    """What an error writing the log says about the log folder, in a few words."""
+    return {
+        errno.ENOSPC: "log folder full",
+        errno.EDQUOT: "log folder over its quota",
+        errno.EROFS: "log folder read-only",
+        errno.EACCES: "log folder not writable",
+        errno.EPERM: "log folder not writable",
+    }.get(exc.errno, "log folder unusable")
 
 
 def _note(level: str, message: str) -> None:
@@ -184,7 +199,8 @@ def _run_task(
     raise TypeError(f"cannot run task of type {type(task).__name__}")
 
 
-def _one_line(exc: BaseException) -> str:
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and the first line of its message."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
@@ -318,7 +334,7 @@ def _run_bash(
     sys.stdout.flush()
     sys.stderr.flush()
     process = subprocess.Popen(
-        ["bash", "-c", command], env=env, cwd=task.cwd, start_new_session=True
+        ["bash", "-c", command], env=env, cwd=task.cwd, preexec_fn=processes.own_session
     )
     if on_process_group:
         on_process_group(process.pid)
@@ -362,7 +378,8 @@ def _captured(log_dir: str | None) -> Iterator[list[LogRange]]:
         yield log
     finally:
         if not target.stream.closed:  # a task may close sys.stdout; _fd2_target replaces it
-            target.stream.flush()
+            with contextlib.suppress(OSError):  # a full disk: what was written stays
+                target.stream.flush()
         sys.stdout, sys.stderr = saved_streams
         root.removeHandler(target.handler)
         _set_level(root, level)

@@ -1,27 +1,34 @@
-"""The scheduler: turns timetables into runs and runs into queued work.
+"""The scheduler: turns timetables into runs and runs into queued work, in a loop of its own.
 
 Each tick refreshes DAGs from the parser (changed files only), then for every unpaused DAG,
 under that DAG's row lock (skipped if another scheduler holds it), creates the runs that are
 due, admits waiting runs within ``max_active_runs`` and starts admitted runs whose ``spread``
-delay has passed. A sweep then wakes retries whose time has come and turns expired leases
-into new attempts. The date arithmetic is pure (``timetable``); the unique run key makes a
-double fire harmless; the cursor on the DAG row makes a crash mid-tick resume exactly.
+delay has passed; then it sweeps the queue (retries due, expired leases). The date
+arithmetic is pure (``timetable``); the unique run key makes a double fire harmless; the
+cursor on the DAG row makes a crash mid-tick resume exactly.
+
+``SchedulerLoop`` ticks on its own thread (``dagrun scheduler`` beside its embedded worker)
+or in the foreground (``--workers 0``), so a slow parse never holds up claiming or leases.
+It rides out database outages like every long-running role.
 """
 
 from __future__ import annotations
 
 import logging
-import os
-import socket
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from dagrun.errors import StoreError
+from sqlalchemy import Connection
+
+from dagrun.errors import StoreConflict, StoreError
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
-from dagrun.store import Store, registry, transitions
+from dagrun.store import Store, reads, registry, runs, upkeep
+from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, Completion
+from dagrun.store.engine import Backoff
 from dagrun.sync import sync_dags
 from dagrun.timetable import spread_offset
 
@@ -61,32 +68,53 @@ class Scheduler:
         *,
         clock: Clock = utc_now,
         parse_interval: float = 5.0,
-        lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET,
+        infra_budget: int = DEFAULT_INFRA_BUDGET,
     ):
         self.store = store
         self.folder = folder
         self.clock = clock
         self.parse_interval = parse_interval
-        self.lease_loss_budget = lease_loss_budget
+        self.infra_budget = infra_budget
         self.specs = registry.SpecCache()
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
+        self._warned_pools: set[str] = set()
 
     def tick(self) -> TickReport:
         report = TickReport()
         self._refresh_dags()
         with self.store.read() as conn:
-            dags = registry.active_dags(conn)
+            dags = reads.active_dags(conn)
         for row in dags:
             try:
                 self._schedule_dag(row.dag_id, report)
-            except StoreError as exc:
+            except StoreConflict as exc:  # another scheduler or a worker won a race
                 log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
-        try:
-            report.requeued, report.reaped = sweep(self.store, self.specs, self.lease_loss_budget)
-        except StoreError as exc:
-            log.warning("sweep rolled back, next tick retries: %s", exc)
+        swept = upkeep.sweep(self.store, self.specs, self.infra_budget)
+        report.requeued, report.reaped = swept.requeued, len(swept.reaped)
+        self._warn_missing_pools(swept.missing_pools)
         return report
+
+    def _warn_missing_pools(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self._warned_pools:
+                self._warned_pools.add(name)
+                log.warning(
+                    "tasks wait for pool '%s', which does not exist: create it with "
+                    "`dagrun pools set %s SLOTS`",
+                    name,
+                    name,
+                )
+
+    def admit_after(self, conn: Connection, completion: Completion, now: datetime) -> None:
+        """A worker's commit hook: runs just ended, so admit and start the next runs of
+        their (unpaused) DAGs in the same transaction, and the worker claims their first
+        tasks in it too."""
+        dag_ids = {o.dag_id for o in completion.accepted if o.run_pk in completion.finished_runs}
+        for dag_id in sorted(dag_ids):
+            row = reads.get_dag(conn, dag_id, active=False)
+            if row.is_active and not row.is_paused:
+                runs.admit_and_start(conn, row.spec, now)
 
     def _refresh_dags(self) -> None:
         if self.folder is None or time.monotonic() - self._last_parse < self.parse_interval:
@@ -99,17 +127,17 @@ class Scheduler:
     def _schedule_dag(self, dag_id: str, report: TickReport) -> None:
         now = self.clock()
         with self.store.write() as conn:
-            if not transitions.lock_dag(conn, self.store.caps, dag_id, skip_locked=True):
+            if not runs.lock_dag(conn, dag_id, skip_locked=True):
                 return
-            row = registry.get_dag(conn, dag_id)
+            row = reads.get_dag(conn, dag_id)
             if row.is_paused:
                 self._hold(dag_id, "paused")
                 return
             spec = row.spec
-            created = self._create_due_runs(conn, spec, row.next_logical_date, now)
-            admitted = transitions.admit_runs(conn, spec, spec.max_active_runs, now)
-            started = transitions.start_runs(conn, spec, now)
-            waiting = 0 if admitted else transitions.count_waiting_runs(conn, dag_id)
+            created = self._create_due_runs(conn, spec, row.cursor, now)
+            admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now)
+            started = runs.start_runs(conn, spec, now)
+            waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id)
         if created:
             report.created[dag_id] = created
             log.info("%s: created %d run(s)", dag_id, created)
@@ -135,8 +163,8 @@ class Scheduler:
             if spec.spread_seconds
             else timedelta(0)
         )
-        created = transitions.create_runs(conn, spec, due, RunType.SCHEDULED, now, delay)
-        transitions.set_cursor(conn, spec.dag_id, due[-1].start + _EPSILON)
+        created = runs.create_runs(conn, spec, due, RunType.SCHEDULED, now, delay)
+        runs.set_cursor(conn, spec.dag_id, due[-1].start + _EPSILON)
         return created
 
     def _hold(self, dag_id: str, reason: str) -> None:
@@ -146,54 +174,67 @@ class Scheduler:
             log.info("%s: holding runs: %s", dag_id, reason)
 
 
-def sweep(
-    store: Store,
-    specs: registry.SpecCache,
-    lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET,
-) -> tuple[int, int]:
-    """Wake retries whose time has come; turn expired leases into new attempts (or failures).
+class SchedulerLoop:
+    """Tick the scheduler every ``interval`` seconds, or at once when woken, until stopped.
 
-    A lease held by a worker process of this host that no longer exists is reaped at once
-    instead of at its expiry, so a backfill restarted after a crash resumes immediately.
+    ``on_queued_work`` is told when a tick queued tasks (the embedded worker claims them at
+    once); ``on_fatal`` gets an error the loop cannot ride out (the database away past its
+    limit), else ``run`` raises it.
     """
-    with store.write() as conn:
-        now = store.now(conn)
-        requeued = transitions.requeue_retries(conn, now)
-        dead = {o for o in transitions.lease_owners(conn) if _gone_from_this_host(o)}
-        reaped = transitions.reap_expired(
-            conn, store.caps, specs.bound(conn), now, lease_loss_budget, dead
-        )
-        missing = transitions.pools_missing(conn)
-    for name in missing:
-        if name not in _WARNED_POOLS:
-            _WARNED_POOLS.add(name)
-            log.warning(
-                "tasks wait for pool '%s', which does not exist: create it with "
-                "`dagrun pools set %s SLOTS`",
-                name,
-                name,
-            )
-    for r in reaped:
-        verdict = "failed (lease-loss budget spent)" if r.failed else "queued again"
-        log.warning(
-            "%s.%s: lease expired (fence %s); %s", r.dag_id, r.task_id, r.fence_token, verdict
-        )
-    return requeued, len(reaped)
 
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        interval: float,
+        *,
+        on_queued_work: Callable[[], None] | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.interval = interval
+        self.on_queued_work = on_queued_work
+        self.on_fatal = on_fatal
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
 
-_WARNED_POOLS: set[str] = set()
+    def stop(self) -> None:
+        """Stop after the current tick (signal- and thread-safe)."""
+        self._stop.set()
 
+    def start(self) -> None:
+        """Tick on a thread of its own."""
+        self._thread = threading.Thread(target=self.run, name="dagrun-scheduler", daemon=True)
+        self._thread.start()
 
-def _gone_from_this_host(owner: str) -> bool:
-    """True for a worker id (``host:pid:nonce``) of this host whose process has exited."""
-    host, _, rest = owner.partition(":")
-    pid = rest.partition(":")[0]
-    if host != socket.gethostname() or not pid.isdigit():
-        return False
-    try:
-        os.kill(int(pid), 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:
-        return False
-    return False
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        backoff = Backoff()
+        health = self.scheduler.store.health
+        wait = 0.0
+        while not self._stop.wait(wait):
+            started = time.monotonic()
+            try:
+                report = self.scheduler.tick()
+            except StoreError as exc:
+                wait = backoff.next()
+                try:
+                    if health is not None:
+                        health.check()
+                except StoreError as fatal:
+                    self._give_up(fatal)
+                    return
+                if health is None:
+                    log.warning("tick failed, retrying: %s", exc)
+                continue
+            backoff.reset()
+            if report.queued_work and self.on_queued_work is not None:
+                self.on_queued_work()
+            wait = max(0.0, self.interval - (time.monotonic() - started))
+
+    def _give_up(self, error: BaseException) -> None:
+        if self.on_fatal is None:
+            raise error
+        self.on_fatal(error)

@@ -76,14 +76,6 @@ class DagSpec:
     def task_map(self) -> dict[str, TaskSpec]:
         return {t.task_id: t for t in self.tasks}
 
-    @cached_property
-    def downstream(self) -> dict[str, tuple[str, ...]]:
-        down: dict[str, list[str]] = {t.task_id: [] for t in self.tasks}
-        for t in self.tasks:
-            for up in t.upstream:
-                down[up].append(t.task_id)
-        return {k: tuple(v) for k, v in down.items()}
-
     def next_logical_date(self, cursor: datetime | None, now: datetime) -> datetime | None:
         """The next logical date the scheduler will create: after its cursor (or from the
         start date), but with catchup=False the latest complete interval when some were missed.
@@ -133,14 +125,22 @@ class DagSpec:
             data["cron"] = tuple(tuple(values) for values in cron)
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
 
-    def digest(self) -> str:
-        """The hash the registry stores beside the spec's JSON (see ``registry.save_dags``)."""
-        return digest_of(self.to_json())
-
 
 def digest_of(spec_json: str) -> str:
     """The hash stored beside a spec's JSON, so caches can tell specs apart cheaply."""
     return hashlib.sha1(spec_json.encode()).hexdigest()
+
+
+_DECODED: dict[str, DagSpec] = {}
+
+
+def spec_from(spec_hash: str, spec_json: str) -> DagSpec:
+    """The spec stored as ``spec_json``, decoded once per process per ``spec_hash``: a tick
+    or a page reads every DAG's spec, and few of them change."""
+    found = _DECODED.get(spec_hash)
+    if found is None:
+        found = _DECODED[spec_hash] = DagSpec.from_json(spec_json)
+    return found
 
 
 def _schedule_value(schedule: str | float | None) -> str | timedelta | None:

@@ -62,6 +62,9 @@ class AttemptOutcome(StrEnum):
     NON_RETRYABLE = "non_retryable"
     TIMED_OUT = "timed_out"
     CRASHED = "crashed"
+    #: Never ran through no fault of the task (its log could not be written, its child
+    #: died before it started): counts against the infrastructure budget, not ``retries``.
+    INFRA_FAILED = "infra_failed"
     LEASE_EXPIRED = "lease_expired"
     STALE = "stale"
     RELEASED = "released"

@@ -203,6 +203,12 @@ def spread_offset(dag_id: str, window: timedelta | str | int | float) -> timedel
     return (int.from_bytes(digest[:8], "big") % slots) * unit
 
 
+def iso(value: datetime | None) -> str | None:
+    """How dagrun writes an instant for machines (``--json``, the API, URLs): ISO 8601 in
+    UTC with its offset, ``2026-01-01T05:00:00+00:00``; None stays None."""
+    return value.astimezone(UTC).isoformat() if value is not None else None
+
+
 def parse_cli_instant(value: str, tz: ZoneInfo, *, what: str = "date") -> datetime:
     """One command-line instant: a date alone is local midnight, an offset is taken as given.
 

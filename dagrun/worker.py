@@ -1,20 +1,29 @@
 """The worker: claim ready task instances, run them in child processes, record outcomes.
 
-One loop, one thread. Each turn collects finished attempts, hands buffered claims to idle
-children at once, and then, in a single short transaction, records every outcome (fenced),
-advances the affected runs (queueing tasks whose upstreams just finished) and claims the next
-batch. That group commit is what makes small tasks cheap; holding a small buffer of claims
-keeps children busy while the transaction runs. Leases are extended by heartbeat about every
-third of their length, and a lost lease turns the attempt's eventual result into a stale
-record instead of a state change.
+One loop does claim -> run -> complete and nothing else. Each turn collects finished
+attempts, hands buffered claims to idle children at once, and then, in a single short
+transaction, records every outcome (fenced), advances the affected runs (queueing tasks
+whose upstreams just finished) and claims the next batch. That group commit is what makes
+small tasks cheap; holding a small buffer of claims keeps children busy while it runs.
+
+Leases are kept on a thread of their own (``LeaseKeeper``): it extends them about every
+third of their length and sweeps the queue (retries due, leases expired), so no slow step
+of the loop, and nothing another role does in this process, can make a healthy attempt
+lose its lease. A lost lease turns the attempt's eventual result into a stale record.
+
+The database may go away: the loop then stops claiming, keeps its children running and
+their results, and records them once the database is back (fenced, so a lease that expired
+meanwhile is an ordinary stale completion); past ``DAGRUN_DB_OUTAGE_SECONDS`` it gives up.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import deque
@@ -25,18 +34,23 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
-from dagrun.errors import StoreError
-from dagrun.pool import Job, Pool
+from dagrun.children import Job, Pool
+from dagrun.errors import DagrunError, StoreError
 from dagrun.runner import AttemptRequest, AttemptResult
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome
-from dagrun.store import Store, registry, transitions
-from dagrun.store.engine import Listener, dagrun_home
-from dagrun.store.transitions import Claim, Completion, Outcome
+from dagrun.store import Store, attempts, registry, upkeep
+from dagrun.store.attempts import Claim, Completion, Outcome
+from dagrun.store.engine import Backoff, Listener, dagrun_home
 
 log = logging.getLogger("dagrun.worker")
 
 DEFAULT_LEASE_SECONDS = float(os.environ.get("DAGRUN_LEASE_SECONDS", "30"))
+
+#: Called inside the group commit that finished runs, before the next claim: the one place
+#: a worker lets another role act (a backfill admits its next runs there, so their first
+#: tasks are claimed in the same transaction).
+CommitHook = Callable[[Connection, Completion, datetime], None]
 
 
 @dataclass
@@ -57,6 +71,7 @@ class WorkerStats:
                 self.failed += 1
         self.retried += len(completion.retrying)
         self.stale += len(completion.stale)
+        self.finished_runs += len(completion.finished_runs)
 
 
 @dataclass
@@ -64,49 +79,49 @@ class WorkerOptions:
     concurrency: int = os.cpu_count() or 2
     lease_seconds: float = DEFAULT_LEASE_SECONDS
     poll_interval: float = 1.0
+    sweep_interval: float = 1.0
     grace: float = 30.0
     log_dir: Path = field(default_factory=lambda: dagrun_home() / "logs")
-    lease_loss_budget: int = transitions.DEFAULT_LEASE_LOSS_BUDGET
+    infra_budget: int = attempts.DEFAULT_INFRA_BUDGET
     prefetch: int = 32
     batch_delay: float = 0.01
     short_task: float = 0.05
 
 
 class Worker:
-    """Claims and runs task instances until ``stop()`` or until ``until()`` says done."""
+    """Claims and runs task instances until ``stop()``."""
 
     def __init__(
         self,
         store: Store,
         options: WorkerOptions | None = None,
         *,
-        tick: Callable[[], bool] | None = None,
-        tick_interval: float = 1.0,
-        tick_when_runs_end: bool = False,
-        admit: Callable[[Connection, datetime], object] | None = None,
-        until: Callable[[], bool] | None = None,
+        on_commit: CommitHook | None = None,
     ):
         self.store = store
         self.options = options or WorkerOptions()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
-        self.tick = tick
-        self.tick_interval = tick_interval
-        self.tick_when_runs_end = tick_when_runs_end
-        self.admit = admit
-        self.until = until
-        self._last_tick = float("-inf")
+        self.on_commit = on_commit
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
+        self.leases = LeaseKeeper(self)
         self._runs: dict[int, object] = {}
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
-        self._typical_seconds = 0.0
+        self._typical_seconds: float | None = None
         self._task_seconds: dict[tuple[str, str], float] = {}
         self._stopping = False
         self._hurry = False
-        self._last_heartbeat = time.monotonic()
+        self._fatal: BaseException | None = None
         self._wake = True
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._listener: Listener | None = None
+        self._listen_tried = float("-inf")
+        self._backoff = Backoff()
+        self._retry_at = 0.0
+        self._infra_seen: set[str] = set()
+
+    # ------------------------------------------------------------ control, from any thread
 
     def stop(self) -> None:
         """Stop claiming; running attempts get the grace period to finish (signal-safe).
@@ -114,6 +129,31 @@ class Worker:
         if self._stopping:
             self._hurry = True
         self._stopping = True
+        self.wake()
+
+    def wake(self) -> None:
+        """Claim now rather than at the next poll: work was queued (thread- and
+        signal-safe)."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"!")
+
+    def fail(self, error: BaseException) -> None:
+        """A thread serving this worker hit an error it cannot ride out: stop, and have
+        ``run`` raise it."""
+        if self._fatal is None:
+            self._fatal = error
+        self._hurry = True
+        self.stop()
+
+    def __del__(self) -> None:
+        # The wake-up pipe lives as long as the worker: threads that may still call
+        # ``wake`` hold a reference, so it is never written after it is closed.
+        for fd in (getattr(self, "_wake_r", None), getattr(self, "_wake_w", None)):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    # ------------------------------------------------------------ the loop
 
     def run(self) -> WorkerStats:
         # Everything imported so far lives as long as the process: out of the collector's
@@ -121,15 +161,19 @@ class Worker:
         # those pages instead of copying them when the collector touches them.
         gc.freeze()
         pool = Pool(self.options.concurrency, str(self.options.log_dir))
-        self._listener = self.store.listen()
+        self._listen()
+        self.leases.start()
         log.info("worker %s started with %d child processes", self.owner, pool.size)
         try:
             self._loop(pool)
             self._shutdown(pool)
         finally:
+            self.leases.stop()
             pool.close()
             if self._listener is not None:
                 self._listener.close()
+        if self._fatal is not None:
+            raise self._fatal
         return self.stats
 
     def _loop(self, pool: Pool) -> None:
@@ -138,24 +182,26 @@ class Worker:
             self._collect(pool, self._wait_time(pool, last_poll))
             self._dispatch(pool)
             polling = time.monotonic() - last_poll >= self.options.poll_interval
-            if self._wake or self._commit_due(pool) or (polling and self._room(pool)):
+            due = self._wake or self._commit_due(pool) or (polling and self._room(pool))
+            if due and time.monotonic() >= self._retry_at:
                 self._wake = False
                 last_poll = time.monotonic()
                 self._step(pool)
                 self._dispatch(pool)
-            self._heartbeat_if_due(pool)
-            self._tick_if_due()
-            if self._idle(pool) and self.until and self.until():
-                return
         self._step(pool)
 
     def _collect(self, pool: Pool, timeout: float) -> None:
         """Gather ended attempts; jobs a crashed child never started go back to the front
-        of the buffer. Work queued elsewhere wakes a worker with an idle child at once
-        (PostgreSQL); a busy one claims it at its next group commit anyway."""
-        wake = self._listener.fileno() if self._listener is not None else None
+        of the buffer. A wake-up (work queued, a stop) or, on PostgreSQL, a notification
+        ends the wait early."""
+        wake = [self._wake_r]
+        if self._listener is not None:
+            wake.append(self._listener.fileno())
         self._finished.extend(pool.collect(timeout, wake))
         self._buffer.extendleft(reversed(pool.returned()))
+        with contextlib.suppress(BlockingIOError):
+            if os.read(self._wake_r, 4096):
+                self._wake = True
         if self._heard_work() and not self._buffer and pool.has_room(1):
             self._wake = True
 
@@ -164,14 +210,17 @@ class Worker:
             return False
         try:
             return self._listener.heard()
-        except Exception as exc:  # any driver error: go on polling without it
-            log.warning("stopped listening for queued work, polling only: %s", exc)
+        except Exception as exc:  # any driver error: poll, and listen again later
+            log.warning("stopped listening for queued work, polling meanwhile: %s", exc)
             self._listener.close()
             self._listener = None
             return False
 
-    def _idle(self, pool: Pool) -> bool:
-        return not (pool.busy() or self._buffer or self._finished)
+    def _listen(self) -> None:
+        """(Re)open the LISTEN connection, at most every few seconds (after an outage)."""
+        if self._listener is None and time.monotonic() - self._listen_tried > 5:
+            self._listen_tried = time.monotonic()
+            self._listener = self.store.listen()
 
     def _commit_due(self, pool: Pool) -> bool:
         """Group commit: record finished attempts once children run short of buffered work,
@@ -188,23 +237,19 @@ class Worker:
         return min(job.ended for job, _ in self._finished)
 
     def _wait_time(self, pool: Pool, last_poll: float) -> float:
-        if self._wake or (self._buffer and pool.has_room(self._inbox())):
-            return 0.0
         now = time.monotonic()
-        wait = self.options.poll_interval - (now - last_poll)
-        wait = min(wait, self._heartbeat_every - (now - self._last_heartbeat))
-        if self.tick is not None:
-            wait = min(wait, self.tick_interval - (now - self._last_tick))
-        if self._finished:
-            wait = min(wait, self._finished_since() + self.options.batch_delay - now)
+        limits = [self.options.poll_interval]
         deadline = pool.next_deadline()
         if deadline is not None:
-            wait = min(wait, deadline - now)
-        return max(0.0, min(wait, self.options.poll_interval))
-
-    @property
-    def _heartbeat_every(self) -> float:
-        return self.options.lease_seconds / 3
+            limits.append(deadline - now)
+        if self._retry_at > now:  # the last commit failed: wait for results or the retry
+            return max(0.0, min(self._retry_at - now, *limits))
+        if self._wake or (self._buffer and pool.has_room(self._inbox())):
+            return 0.0
+        wait = self.options.poll_interval - (now - last_poll)
+        if self._finished:
+            wait = min(wait, self._finished_since() + self.options.batch_delay - now)
+        return max(0.0, min(wait, *limits))
 
     def _room(self, pool: Pool) -> int:
         """How many more claims to take: enough to keep every child busy while the next
@@ -214,8 +259,13 @@ class Worker:
     def _depth(self) -> int:
         """Claims per child. Short tasks get a deep buffer (``prefetch``), so one commit
         serves many of them; long tasks get one each, so a worker never sits on queued
-        work that another worker could start now."""
-        return self.options.prefetch if self._typical_seconds < self.options.short_task else 1
+        work that another worker could start now. A new worker knows neither yet: one."""
+        typical = self._typical_seconds
+        return (
+            self.options.prefetch
+            if typical is not None and typical < self.options.short_task
+            else 1
+        )
 
     def _inbox(self) -> int:
         """Jobs per message to a child: a quarter of the claims it may hold, so short tasks
@@ -226,7 +276,8 @@ class Worker:
         """Keep moving averages of how long attempts take: overall (how deep to prefetch)
         and per task (which jobs may wait behind others in a child's inbox)."""
         for job, result in finished:
-            self._typical_seconds += 0.2 * (result.duration - self._typical_seconds)
+            typical = result.duration if self._typical_seconds is None else self._typical_seconds
+            self._typical_seconds = typical + 0.2 * (result.duration - typical)
             key = (job.request.dag_id, job.request.task_id)
             before = self._task_seconds.get(key, result.duration)
             self._task_seconds[key] = before + 0.5 * (result.duration - before)
@@ -238,65 +289,71 @@ class Worker:
     def _step(self, pool: Pool) -> None:
         """One group commit: record finished attempts, advance runs, claim more work.
 
-        A transient database error (a deadlock victim, a restarting server) rolls the whole
-        commit back; the finished attempts are kept and recorded at the next turn.
+        A database error rolls the whole commit back; the finished attempts are kept and
+        recorded at a later turn, after a backoff, while the children run on. Claiming
+        stops meanwhile. Past the outage limit the worker gives up (``OutageTooLong``).
         """
         finished, self._finished = self._finished, []
-        self._learn(finished)
         outcomes = [_outcome(job, result) for job, result in finished]
         try:
             completion, claims, jobs = self._commit(pool, outcomes)
         except StoreError as exc:
             self._finished = finished + self._finished
-            log.warning("group commit rolled back, will retry: %s", exc)
-            time.sleep(0.05)
+            self._retry_at = time.monotonic() + self._backoff.next()
+            if self.store.health is not None:
+                self.store.health.check()
+            if self.store.health is None or not self.store.health.down:
+                log.warning("group commit rolled back, will retry: %s", exc)
             return
+        self._backoff.reset()
+        self._learn(finished)
+        self._listen()
+        self.leases.forget([_lease(j) for j, _ in finished])
+        self.leases.hold([_lease(j) for j in jobs])
         self._buffer.extend(jobs)
         self.stats.claimed += len(claims)
         self.stats.add(completion)
+        self._report(completion)
+
+    def _commit(self, pool: Pool, outcomes: list[Outcome]):
+        with self.store.write() as conn:
+            now = self.store.now(conn)
+            spec_for = self.specs.bound(conn)
+            completion = attempts.complete(
+                conn, self.owner, outcomes, spec_for, now, self.options.infra_budget
+            )
+            if completion.finished_runs and self.on_commit is not None:
+                self.on_commit(conn, completion, now)
+            room = 0 if self._stopping else self._room(pool)
+            claims = attempts.claim(
+                conn, self.owner, room, self.options.lease_seconds, now, self._runs
+            )
+            jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
+        return completion, claims, jobs
+
+    def _report(self, completion: Completion) -> None:
+        """One line per stale result, and one per kind of infrastructure failure."""
         for outcome in completion.stale:
             log.warning(
                 "discarded stale result of task instance %s (fence %s)",
                 outcome.ti_id,
                 outcome.fence_token,
             )
-        self.stats.finished_runs += len(completion.finished_runs)
-        if completion.finished_runs and self.tick_when_runs_end:
-            self._last_tick = float("-inf")
-
-    def _commit(self, pool: Pool, outcomes: list[Outcome]):
-        with self.store.write() as conn:
-            now = self.store.now(conn)
-            spec_for = self.specs.bound(conn)
-            completion = transitions.complete(conn, self.owner, outcomes, spec_for, now)
-            if completion.finished_runs and self.admit is not None:
-                self.admit(conn, now)
-            claims = transitions.claim(
-                conn,
-                self.store.caps,
-                self.owner,
-                0 if self._stopping else self._room(pool),
-                self.options.lease_seconds,
-                now,
-                self._runs,
-            )
-            jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
-        return completion, claims, jobs
-
-    def _tick_if_due(self) -> None:
-        """Run the tick hook on its interval, and at once after a run ended when asked
-        (the embedded scheduler admits the next runs then). An ``admit`` hook does that
-        inside the group commit that finished the runs, so their first tasks are claimed
-        in it too."""
-        if self.tick is None or time.monotonic() - self._last_tick < self.tick_interval:
-            return
-        self._last_tick = time.monotonic()
-        if self.tick():
-            self._wake = True
+        for outcome in completion.accepted:
+            if outcome.outcome == AttemptOutcome.INFRA_FAILED:
+                problem = (outcome.error or "").split(":")[0]
+                if problem not in self._infra_seen:
+                    self._infra_seen.add(problem)
+                    log.warning(
+                        "attempts cannot run here: %s; their tasks wait and try again "
+                        "(infrastructure budget %d per task)",
+                        outcome.error,
+                        self.options.infra_budget,
+                    )
 
     def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
         task = spec.task_map[claim.task_id]
-        inputs = transitions.upstream_values(conn, claim.run_pk, task.data_inputs)
+        inputs = attempts.upstream_values(conn, claim.run_pk, task.data_inputs)
         request = AttemptRequest(
             dag_id=claim.dag_id,
             task_id=claim.task_id,
@@ -318,19 +375,131 @@ class Worker:
         return Job(request, task.execution_timeout, payload=claim, short=short)
 
     def _dispatch(self, pool: Pool) -> None:
-        if self._buffer:
+        """Start buffered attempts, unless the last commit failed (the database may be
+        away: nothing new starts whose lease could not be kept)."""
+        if self._buffer and time.monotonic() >= self._retry_at:
             pool.dispatch(self._buffer, self._inbox())
 
-    def _heartbeat_if_due(self, pool: Pool) -> None:
-        if time.monotonic() - self._last_heartbeat < self._heartbeat_every:
+    # ------------------------------------------------------------ shutdown
+
+    def _shutdown(self, pool: Pool) -> None:
+        """Release unstarted claims now; give running attempts the grace period, then kill."""
+        self._release_buffer()
+        deadline = time.monotonic() + self.options.grace
+        if pool.busy() and not self._hurry:
+            log.info(
+                "waiting up to %.0f s for %d running attempt(s)",
+                self.options.grace,
+                len(pool.busy()),
+            )
+        while pool.busy() and time.monotonic() < deadline and not self._hurry:
+            self._collect(pool, min(1.0, max(0.0, deadline - time.monotonic())))
+            self._release_buffer()
+            if self._finished and time.monotonic() >= self._retry_at:
+                self._step(pool)
+        killed = pool.kill_busy()
+        if killed and self._fatal is None:
+            self._release([_lease(j) for j in killed], "worker stopped: grace period over")
+
+    def _release_buffer(self) -> None:
+        if self._buffer and self._fatal is None:
+            self._release([_lease(j) for j in self._buffer], "worker stopping before start")
+        self._buffer.clear()
+
+    def _release(self, leases: list[tuple[int, int]], reason: str) -> None:
+        if not leases:
             return
-        self._last_heartbeat = time.monotonic()
-        held = [_lease(j) for j in [*pool.jobs(), *self._buffer]]
+        try:
+            with self.store.write() as conn:
+                count = attempts.release(conn, self.owner, leases, self.store.now(conn), reason)
+        except StoreError as exc:
+            log.warning(
+                "could not release %d task instance(s); their leases expire: %s", len(leases), exc
+            )
+            return
+        self.leases.forget(leases)
+        self.stats.released += count
+        log.info("released %d task instance(s) back to the queue", count)
+
+
+class LeaseKeeper:
+    """The worker's leases on a thread of their own: renewed about every third of their
+    length however long the worker's loop or anything else in this process takes, and the
+    queue's upkeep (retries due, expired leases) on the sweep interval. After the database
+    was unreachable it waits one lease before reaping, so workers cut off with it renew
+    their leases before anyone takes them away."""
+
+    def __init__(self, worker: Worker) -> None:
+        self.worker = worker
+        self._held: set[tuple[int, int]] = set()
+        self._lock = threading.Lock()
+        self._stopped = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="dagrun-leases", daemon=True)
+        self._reap_after = 0.0
+
+    def hold(self, leases: list[tuple[int, int]]) -> None:
+        with self._lock:
+            self._held.update(leases)
+
+    def forget(self, leases: list[tuple[int, int]]) -> None:
+        with self._lock:
+            self._held.difference_update(leases)
+
+    def held(self) -> set[tuple[int, int]]:
+        with self._lock:
+            return set(self._held)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stopped.set()
+        if self._thread.is_alive():
+            self._thread.join(10)
+
+    def _run(self) -> None:
+        options = self.worker.options
+        every = options.lease_seconds / 3
+        next_extend = time.monotonic() + every
+        next_sweep = time.monotonic()
+        backoff = Backoff()
+        while not self._stopped.wait(max(0.0, min(next_extend, next_sweep) - time.monotonic())):
+            try:
+                if time.monotonic() >= next_extend:
+                    self.extend()
+                    next_extend = time.monotonic() + every
+                if time.monotonic() >= next_sweep:
+                    self.sweep()
+                    next_sweep = time.monotonic() + options.sweep_interval
+                backoff.reset()
+            except StoreError:
+                self._reap_after = time.monotonic() + options.lease_seconds
+                delay = time.monotonic() + backoff.next()
+                next_extend, next_sweep = min(next_extend, delay), max(next_sweep, delay)
+                if self._check_outage():
+                    return
+            except DagrunError as exc:  # pragma: no cover - a bug; stop the worker loudly
+                self.worker.fail(exc)
+                return
+
+    def _check_outage(self) -> bool:
+        health = self.worker.store.health
+        try:
+            if health is not None:
+                health.check()
+        except StoreError as exc:
+            self.worker.fail(exc)
+            return True
+        return False
+
+    def extend(self) -> None:
+        held = self.held()
         if not held:
             return
-        with self.store.write() as conn:
-            lost = transitions.extend_leases(
-                conn, self.owner, held, self.options.lease_seconds, self.store.now(conn)
+        worker = self.worker
+        with worker.store.write() as conn:
+            lost = attempts.extend_leases(
+                conn, worker.owner, held, worker.options.lease_seconds, worker.store.now(conn)
             )
         for ti_id, fence in sorted(lost):
             log.warning(
@@ -339,35 +508,12 @@ class Worker:
                 fence,
             )
 
-    def _shutdown(self, pool: Pool) -> None:
-        """Release unstarted claims now; give running attempts the grace period, then kill."""
-        self._release([_lease(j) for j in self._buffer], "worker stopping before start")
-        self._buffer.clear()
-        deadline = time.monotonic() + self.options.grace
-        if pool.busy():
-            log.info(
-                "waiting up to %.0f s for %d running attempt(s)",
-                self.options.grace,
-                len(pool.busy()),
-            )
-        while pool.busy() and time.monotonic() < deadline and not self._hurry:
-            self._collect(pool, min(1.0, max(0.0, deadline - time.monotonic())))
-            self._release([_lease(j) for j in self._buffer], "worker stopping before start")
-            self._buffer.clear()
-            if self._finished:
-                self._step(pool)
-            self._heartbeat_if_due(pool)
-        killed = pool.kill_busy()
-        if killed:
-            self._release([_lease(j) for j in killed], "worker stopped: grace period over")
-
-    def _release(self, leases: list[tuple[int, int]], reason: str) -> None:
-        if not leases:
-            return
-        with self.store.write() as conn:
-            count = transitions.release(conn, self.owner, leases, self.store.now(conn), reason)
-        self.stats.released += count
-        log.info("released %d task instance(s) back to the queue", count)
+    def sweep(self) -> None:
+        worker = self.worker
+        reap = time.monotonic() >= self._reap_after
+        report = upkeep.sweep(worker.store, worker.specs, worker.options.infra_budget, reap=reap)
+        if report.queued_work:
+            worker.wake()
 
 
 def _lease(job: Job) -> tuple[int, int]:
@@ -375,14 +521,9 @@ def _lease(job: Job) -> tuple[int, int]:
 
 
 def _outcome(job: Job, result: AttemptResult) -> Outcome:
-    claim: Claim = job.payload
-    return Outcome(
-        ti_id=claim.ti_id,
-        run_pk=claim.run_pk,
-        dag_id=claim.dag_id,
-        task_id=claim.task_id,
-        fence_token=claim.fence_token,
-        outcome=result.outcome,
+    return Outcome.of(
+        job.payload,
+        result.outcome,
         error=result.error,
         return_value=result.return_value,
         duration=result.duration,

@@ -72,41 +72,41 @@ def run_once(
 
     Returns (run row, {task_id: task row}). Attempts still run in real child processes.
     """
-    from dagrun.backfill import RunDriver
-    from dagrun.store import queries, registry, transitions
+    from dagrun.driver import RunDriver
+    from dagrun.store import reads, runs
     from dagrun.sync import sync_dags
     from dagrun.timetable import DataInterval
     from dagrun.worker import WorkerOptions
 
     sync_dags(store, str(dags_dir))
     with store.read() as conn:
-        spec = registry.get_dag(conn, dag_id).spec
+        spec = reads.get_dag(conn, dag_id).spec
     first = spec.timetable.next_interval(None)
     with store.write() as conn:
         now = store.now(conn)
         interval = first or DataInterval(now, now)
-        pk, _ = transitions.create_manual_run(conn, spec, interval, run_id, now)
+        pk, _ = runs.create_manual_run(conn, spec, interval, run_id, now)
     options = WorkerOptions(concurrency=workers, log_dir=log_dir or dags_dir.parent / "logs")
     RunDriver(store, spec, [pk], worker_options=options).run()
     with store.read() as conn:
-        run = queries.run_by_pk(conn, pk)
-        tasks = {t.task_id: t for t in queries.task_instances(conn, [pk])}
+        run = reads.run_by_pk(conn, pk)
+        tasks = {t.task_id: t for t in reads.task_instances(conn, [pk])}
     return run, tasks
 
 
 def queue_run(store, dags_dir: Path, dag_id: str, run_id: str = "queued-run") -> int:
     """Sync the dags folder and create, admit and start one manual run: its roots are queued."""
-    from dagrun.store import registry, transitions
+    from dagrun.store import reads, runs
     from dagrun.sync import sync_dags
     from dagrun.timetable import DataInterval
 
     sync_dags(store, str(dags_dir))
     with store.write() as conn:
-        spec = registry.get_dag(conn, dag_id).spec
+        spec = reads.get_dag(conn, dag_id).spec
         now = store.now(conn)
-        pk, _ = transitions.create_manual_run(conn, spec, DataInterval(now, now), run_id, now)
-        transitions.admit_runs(conn, spec, 10**6, now, run_pks=[pk])
-        transitions.start_runs(conn, spec, now)
+        pk, _ = runs.create_manual_run(conn, spec, DataInterval(now, now), run_id, now)
+        runs.admit_runs(conn, spec, 10**6, now, run_pks=[pk])
+        runs.start_runs(conn, spec, now)
     return pk
 
 

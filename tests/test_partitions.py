@@ -26,9 +26,9 @@ from dagrun.errors import LeaseLost, NonRetryableError
 from dagrun.parser import build_spec
 from dagrun.partitions import InvalidPartition, PartitionNotFound
 from dagrun.states import RunType
-from dagrun.store import registry, transitions
+from dagrun.store import attempts, registry, runs, upkeep
+from dagrun.store.attempts import Claim
 from dagrun.store.schema import partition_write, task_instance
-from dagrun.store.transitions import Claim
 
 DS = "2026-01-05"
 OLD = pd.DataFrame({"order_id": ["a", "b", "c"], "amount": [1.5, 2.25, 3.0]})
@@ -227,10 +227,10 @@ def claim_task(store) -> Claim:
     with store.write() as conn:
         now = store.now(conn)
         registry.save_dag(conn, spec, now)
-        transitions.create_runs(conn, spec, [interval], RunType.BACKFILL, now)
-        transitions.admit_runs(conn, spec, 1, now)
-        transitions.start_runs(conn, spec, now)
-        [claim] = transitions.claim(conn, store.caps, "w1", 1, 30, now)
+        runs.create_runs(conn, spec, [interval], RunType.BACKFILL, now)
+        runs.admit_runs(conn, spec, 1, now)
+        runs.start_runs(conn, spec, now)
+        [claim] = attempts.claim(conn, "w1", 1, 30, now)
     return claim
 
 
@@ -296,8 +296,8 @@ def lose_by_reclaim(store, claim: Claim) -> None:
     """w1 gives the task back (shutdown) and w2 claims it: a new fence token."""
     with store.write() as conn:
         now = store.now(conn)
-        transitions.release(conn, "w1", [(claim.ti_id, claim.fence_token)], now, "test")
-        [again] = transitions.claim(conn, store.caps, "w2", 1, 30, now)
+        attempts.release(conn, "w1", [(claim.ti_id, claim.fence_token)], now, "test")
+        [again] = attempts.claim(conn, "w2", 1, 30, now)
     assert again.fence_token == claim.fence_token + 1
 
 
@@ -305,7 +305,7 @@ def lose_by_reaping(store, claim: Claim) -> None:
     """w1 stalls past its lease; the reaper queues the task as a new attempt."""
     with store.write() as conn:
         later = store.now(conn) + timedelta(seconds=31)
-        reaped = transitions.reap_expired(conn, store.caps, registry.SpecCache().bound(conn), later)
+        reaped = upkeep.reap_expired(conn, registry.SpecCache().bound(conn), later)
     assert [r.ti_id for r in reaped] == [claim.ti_id]
 
 

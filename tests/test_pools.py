@@ -8,9 +8,9 @@ from itertools import pairwise
 from sqlalchemy import select
 
 from dagrun.states import AttemptOutcome
-from dagrun.store import registry, transitions
+from dagrun.store import attempts, pools, reads, registry
+from dagrun.store.attempts import Outcome
 from dagrun.store.schema import task_attempt
-from dagrun.store.transitions import Outcome
 from tests.helpers import queue_run, run_cli, run_once, write_dag
 
 POOLED = """
@@ -35,7 +35,7 @@ with DAG("pooled", schedule=None):
 
 def claim(store, limit=10):
     with store.write() as conn:
-        return transitions.claim(conn, store.caps, "w", limit, 30, store.now(conn))
+        return attempts.claim(conn, "w", limit, 30, store.now(conn))
 
 
 def finish(store, claims):
@@ -45,13 +45,13 @@ def finish(store, claims):
         for c in claims
     ]
     with store.write() as conn:
-        transitions.complete(conn, "w", outcomes, specs.bound(conn), store.now(conn))
+        attempts.complete(conn, "w", outcomes, specs.bound(conn), store.now(conn))
 
 
 def test_a_full_pool_holds_its_tasks_back(store, dags_dir):
     write_dag(dags_dir, "pooled.py", POOLED.format(seconds=0))
     with store.write() as conn:
-        registry.set_pool(conn, "db", 1, "the warehouse")
+        pools.set_pool(conn, "db", 1, "the warehouse")
     queue_run(store, dags_dir, "pooled")
     first = claim(store)
     assert sorted(c.task_id for c in first) == ["free", "free__2", "load"]
@@ -60,7 +60,7 @@ def test_a_full_pool_holds_its_tasks_back(store, dags_dir):
     (second,) = claim(store)
     assert second.task_id.startswith("load")
     with store.read() as conn:
-        (row,) = registry.pools(conn)
+        (row,) = reads.pool_rows(conn)
     assert (row.name, row.slots, row.running, row.queued) == ("db", 1, 1, 1)
 
 
@@ -69,16 +69,16 @@ def test_tasks_of_a_missing_pool_wait_until_it_exists(store, dags_dir):
     queue_run(store, dags_dir, "pooled")
     assert sorted(c.task_id for c in claim(store)) == ["free", "free__2"]
     with store.read() as conn:
-        assert transitions.pools_missing(conn) == ["db"]
+        assert pools.missing_pools(conn) == ["db"]
     with store.write() as conn:
-        registry.set_pool(conn, "db", 2, None)
+        pools.set_pool(conn, "db", 2, None)
     assert len(claim(store)) == 2
 
 
 def test_pooled_attempts_never_overlap_with_four_children(sqlite_store, dags_dir):
     write_dag(dags_dir, "pooled.py", POOLED.format(seconds=0.3))
     with sqlite_store.write() as conn:
-        registry.set_pool(conn, "db", 1, None)
+        pools.set_pool(conn, "db", 1, None)
     run, _ = run_once(sqlite_store, dags_dir, "pooled", workers=4)
     assert run.state == "success"
     with sqlite_store.read() as conn:
@@ -99,7 +99,14 @@ def test_pools_cli(cli_env):
     )
     listed = run_cli("pools", "list", "--json", env=cli_env)
     assert json.loads(listed.stdout) == [
-        {"name": "db", "slots": 2, "description": "warehouse", "running": 0, "queued": 0}
+        {
+            "name": "db",
+            "slots": 2,
+            "description": "warehouse",
+            "running": 0,
+            "queued": 0,
+            "exists": True,
+        }
     ]
     bad = run_cli("pools", "set", "../x", "2", env=cli_env)
     assert bad.returncode == 2 and "Traceback" not in bad.stderr

@@ -9,9 +9,9 @@ from sqlalchemy import func, select
 
 from dagrun.scheduler import Scheduler
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import registry, transitions
+from dagrun.store import attempts, registry
+from dagrun.store.attempts import Outcome
 from dagrun.store.schema import dag_run, task_instance
-from dagrun.store.transitions import Outcome
 from tests.helpers import write_dag
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -73,12 +73,12 @@ def drain_once(store) -> int:
     specs = registry.SpecCache()
     with store.write() as conn:
         now = store.now(conn)
-        claims = transitions.claim(conn, store.caps, "test-worker", 10_000, 30, now)
+        claims = attempts.claim(conn, "test-worker", 10_000, 30, now)
         outcomes = [
             Outcome(c.ti_id, c.run_pk, c.dag_id, c.task_id, c.fence_token, AttemptOutcome.SUCCESS)
             for c in claims
         ]
-        transitions.complete(conn, "test-worker", outcomes, specs.bound(conn), now)
+        attempts.complete(conn, "test-worker", outcomes, specs.bound(conn), now)
     return len(claims)
 
 
@@ -256,5 +256,6 @@ def test_depends_on_past_task_starts_when_the_previous_date_succeeds(store, dags
         )
     assert queued == [datetime(2026, 2, 26, tzinfo=UTC)], "later dates wait for their past"
     for _ in range(3):
+        sched.tick()
         assert drain_once(store) == 1, "each completion readies exactly the next date"
     assert run_states(store) == [RunState.SUCCESS.value] * 3

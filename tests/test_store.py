@@ -18,7 +18,7 @@ from dagrun.errors import DagNotFound, StoreError
 from dagrun.parser import build_spec
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
-from dagrun.store import Store, registry, schema, transitions
+from dagrun.store import Store, attempts, reads, registry, runs, schema, statements, upkeep
 from dagrun.store.engine import dialect_insert
 from dagrun.store.schema import audit_log, dag_run, meta, task_attempt, task_instance
 from dagrun.timetable import DataInterval
@@ -100,7 +100,7 @@ def test_a_second_store_on_the_same_url_shares_the_database(store: Store):
     try:
         with other.read() as conn:
             assert other.schema_version(conn) == schema.SCHEMA_VERSION
-            assert registry.get_dag(conn, "pipe").spec == make_spec()
+            assert reads.get_dag(conn, "pipe").spec == make_spec()
     finally:
         other.dispose()
     assert count(store, meta) == 1
@@ -156,21 +156,32 @@ VERSION_1_FROM_2 = [
 ]
 
 
+#: Undoes migration 3 on a new database: a version-2 layout.
+VERSION_2_FROM_3 = [
+    "ALTER TABLE task_instance RENAME COLUMN infra_failures TO lease_losses",
+    "ALTER TABLE task_attempt DROP COLUMN late_result",
+    "ALTER TABLE dag_file DROP COLUMN good_source",
+]
+
+
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
-    """Version 1 had no log ranges: opening it adds them, keeps every attempt, records 2."""
+    """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
+    and adds late results and good sources (3), keeps every attempt, records 3."""
     start(store, make_spec(), 2, 2)
     claim(store, limit=1)
     with store.write() as conn:
-        for statement in VERSION_1_FROM_2:
+        for statement in VERSION_2_FROM_3 + VERSION_1_FROM_2:
             conn.exec_driver_sql(statement)
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="1"))
     attempts = count(store, task_attempt)
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 2
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 3
             columns = {c["name"] for c in inspect(conn).get_columns("task_attempt")}
-            assert {"log_offset", "log_length"} <= columns
+            assert {"log_offset", "log_length", "late_result"} <= columns
+            columns = {c["name"] for c in inspect(conn).get_columns("task_instance")}
+            assert "infra_failures" in columns and "lease_losses" not in columns
             indexes = {i["name"] for i in inspect(conn).get_indexes("task_instance")}
             expected = {i.name for i in ti.indexes} | set(schema.PARTIAL_INDEXES)
             assert indexes - {"uq_task_instance_run_task"} == expected
@@ -188,7 +199,7 @@ def test_state_scans_use_their_partial_index(sqlite_store: Store):
 
     now = datetime(2026, 1, 1, tzinfo=UTC)
     scans = {
-        "ix_ti_queued": transitions._CLAIM_UNPOOLED,
+        "ix_ti_queued": statements.CLAIM.expression("sqlite"),
         "ix_ti_running_lease": select(ti.c.id).where(
             schema.in_state(TaskState.RUNNING), ti.c.lease_until < now
         ),
@@ -236,9 +247,8 @@ def test_sqlite_pragmas(sqlite_store: Store):
 
 def test_capabilities_name_the_dialect_differences(store: Store):
     postgres = store.dialect == "postgresql"
-    assert store.caps.skip_locked is postgres
     assert store.caps.server_clock is postgres
-    assert store.caps.single_writer is not postgres
+    assert store.caps.notifies is postgres
 
 
 def test_foreign_keys_are_enforced(store: Store):
@@ -345,11 +355,11 @@ def test_one_run_per_logical_date(store: Store):
     spec = make_spec()
     register(store, spec)
     with store.write() as conn:
-        transitions.create_runs(conn, spec, days(3), RunType.SCHEDULED, T0)
+        runs.create_runs(conn, spec, days(3), RunType.SCHEDULED, T0)
     assert count(store, dag_run) == 3
     with store.write() as conn:
-        transitions.create_runs(conn, spec, days(4), RunType.SCHEDULED, T0)
-        transitions.create_runs(conn, spec, days(4), RunType.BACKFILL, T0)
+        runs.create_runs(conn, spec, days(4), RunType.SCHEDULED, T0)
+        runs.create_runs(conn, spec, days(4), RunType.BACKFILL, T0)
     assert count(store, dag_run) == 4
     with store.read() as conn:
         dates = conn.execute(select(dag_run.c.logical_date).order_by(dag_run.c.id)).scalars()
@@ -374,19 +384,19 @@ def test_create_runs_counts_the_runs_it_created(store: Store):
     spec = make_spec()
     register(store, spec)
     with store.write() as conn:
-        assert transitions.create_runs(conn, spec, days(3), RunType.SCHEDULED, T0) == 3
-        assert transitions.create_runs(conn, spec, days(4), RunType.SCHEDULED, T0) == 1
-        assert transitions.create_runs(conn, spec, days(4), RunType.BACKFILL, T0) == 0
+        assert runs.create_runs(conn, spec, days(3), RunType.SCHEDULED, T0) == 3
+        assert runs.create_runs(conn, spec, days(4), RunType.SCHEDULED, T0) == 1
+        assert runs.create_runs(conn, spec, days(4), RunType.BACKFILL, T0) == 0
 
 
 def test_one_task_instance_per_run_and_task(store: Store):
     spec = make_spec()
     register(store, spec)
     with store.write() as conn:
-        transitions.create_runs(conn, spec, days(1), RunType.SCHEDULED, T0)
-        (pk,) = transitions.admit_runs(conn, spec, 1, T0)
-        transitions.ensure_task_instances(conn, spec, [pk])
-        transitions.ensure_task_instances(conn, spec, [pk])
+        runs.create_runs(conn, spec, days(1), RunType.SCHEDULED, T0)
+        (pk,) = runs.admit_runs(conn, spec, 1, T0)
+        runs.ensure_task_instances(conn, spec, [pk])
+        runs.ensure_task_instances(conn, spec, [pk])
     assert count(store, ti) == 3
     with pytest.raises(IntegrityError), store.write() as conn:
         conn.execute(insert(ti).values(run_pk=pk, dag_id="pipe", task_id="load", state="none"))
@@ -403,19 +413,19 @@ def test_registry_save_and_read(store: Store):
         registry.save_file(conn, "/d/two.py", "h2", [two], None, None, T0)
         registry.save_file(conn, "/d/bad.py", "h3", [], "SyntaxError: x", 3, T0)
     with store.read() as conn:
-        known = registry.known_files(conn)
+        known = reads.known_files(conn)
         assert known["/d/one.py"].content_hash == "h1"
         assert known["/d/one.py"].dag_ids == ("one",)
         assert known["/d/bad.py"].error == "SyntaxError: x"
-        assert [d.dag_id for d in registry.active_dags(conn)] == ["one", "two"]
-        row = registry.get_dag(conn, "one")
+        assert [d.dag_id for d in reads.active_dags(conn)] == ["one", "two"]
+        row = reads.get_dag(conn, "one")
         assert row.spec == one
-        assert (row.fileloc, row.is_paused, row.next_logical_date) == ("/d/one.py", False, None)
-        errors = registry.import_errors(conn)
+        assert (row.fileloc, row.is_paused, row.cursor) == ("/d/one.py", False, None)
+        errors = reads.import_errors(conn)
         assert [(e.path, e.error, e.error_line) for e in errors] == [
             ("/d/bad.py", "SyntaxError: x", 3)
         ]
-        assert registry.load_spec(conn, "two") == two
+        assert reads.load_spec(conn, "two") == two
 
 
 def test_registry_resave_updates_the_file_and_the_spec(store: Store):
@@ -424,8 +434,8 @@ def test_registry_resave_updates_the_file_and_the_spec(store: Store):
     with store.write() as conn:
         registry.save_file(conn, "/d/p.py", "h2", [changed], None, None, T0)
     with store.read() as conn:
-        assert registry.known_files(conn)["/d/p.py"].content_hash == "h2"
-        assert registry.get_dag(conn, "pipe").spec.max_active_runs == 3
+        assert reads.known_files(conn)["/d/p.py"].content_hash == "h2"
+        assert reads.get_dag(conn, "pipe").spec.max_active_runs == 3
 
 
 def test_set_paused_round_trip(store: Store):
@@ -433,19 +443,19 @@ def test_set_paused_round_trip(store: Store):
     with store.write() as conn:
         registry.set_paused(conn, "pipe", True)
     with store.read() as conn:
-        assert registry.get_dag(conn, "pipe").is_paused is True
+        assert reads.get_dag(conn, "pipe").is_paused is True
     with store.write() as conn:
         registry.set_paused(conn, "pipe", False)
     with store.read() as conn:
-        assert registry.get_dag(conn, "pipe").is_paused is False
+        assert reads.get_dag(conn, "pipe").is_paused is False
 
 
 def test_unknown_dags_raise_dag_not_found(store: Store):
     with store.read() as conn:
         with pytest.raises(DagNotFound, match="unknown DAG 'nope'"):
-            registry.get_dag(conn, "nope")
+            reads.get_dag(conn, "nope")
         with pytest.raises(DagNotFound):
-            registry.load_spec(conn, "nope")
+            reads.load_spec(conn, "nope")
     with pytest.raises(DagNotFound), store.write() as conn:
         registry.set_paused(conn, "nope", True)
     assert issubclass(DagNotFound, LookupError)
@@ -457,11 +467,11 @@ def test_deactivated_dags_are_not_found_but_keep_their_spec(store: Store):
         registry.forget_files(conn, ["/d/g.py"])
         registry.deactivate_missing(conn, {"keep"})
     with store.read() as conn:
-        assert [d.dag_id for d in registry.active_dags(conn)] == ["keep"]
-        assert "/d/g.py" not in registry.known_files(conn)
+        assert [d.dag_id for d in reads.active_dags(conn)] == ["keep"]
+        assert "/d/g.py" not in reads.known_files(conn)
         with pytest.raises(DagNotFound):
-            registry.get_dag(conn, "gone")
-        assert registry.load_spec(conn, "gone").dag_id == "gone"
+            reads.get_dag(conn, "gone")
+        assert reads.load_spec(conn, "gone").dag_id == "gone"
     with pytest.raises(DagNotFound), store.write() as conn:
         registry.set_paused(conn, "gone", True)
 
@@ -474,9 +484,9 @@ def start(store: Store, spec: DagSpec, n: int, max_active: int) -> list[int]:
     register(store, spec)
     with store.write() as conn:
         now = store.now(conn)
-        transitions.create_runs(conn, spec, days(n), RunType.SCHEDULED, now)
-        admitted = transitions.admit_runs(conn, spec, max_active, now)
-        started = transitions.start_runs(conn, spec, now)
+        runs.create_runs(conn, spec, days(n), RunType.SCHEDULED, now)
+        admitted = runs.admit_runs(conn, spec, max_active, now)
+        started = runs.start_runs(conn, spec, now)
     assert sorted(started) == sorted(admitted)
     return started
 
@@ -484,16 +494,16 @@ def start(store: Store, spec: DagSpec, n: int, max_active: int) -> list[int]:
 def claim(store: Store, owner: str = OWNER, limit: int = 10, lease: float = 30.0, now=None):
     with store.write() as conn:
         now = now or store.now(conn)
-        return transitions.claim(conn, store.caps, owner, limit, lease, now), now
+        return attempts.claim(conn, owner, limit, lease, now), now
 
 
-def complete(store: Store, spec: DagSpec, *outcomes: transitions.Outcome, owner: str = OWNER):
+def complete(store: Store, spec: DagSpec, *outcomes: attempts.Outcome, owner: str = OWNER):
     with store.write() as conn:
-        return transitions.complete(conn, owner, outcomes, lambda _id: spec, store.now(conn))
+        return attempts.complete(conn, owner, outcomes, lambda _id: spec, store.now(conn))
 
 
-def outcome(c: transitions.Claim, result=AttemptOutcome.SUCCESS, fence=None, **kw):
-    return transitions.Outcome(
+def outcome(c: attempts.Claim, result=AttemptOutcome.SUCCESS, fence=None, **kw):
+    return attempts.Outcome(
         ti_id=c.ti_id,
         run_pk=c.run_pk,
         dag_id=c.dag_id,
@@ -508,9 +518,9 @@ def test_admit_respects_max_active_runs_oldest_first(store: Store):
     spec = make_spec(max_active_runs=2)
     register(store, spec)
     with store.write() as conn:
-        transitions.create_runs(conn, spec, days(3), RunType.SCHEDULED, T0)
-        first = transitions.admit_runs(conn, spec, 2, T0)
-        again = transitions.admit_runs(conn, spec, 2, T0)
+        runs.create_runs(conn, spec, days(3), RunType.SCHEDULED, T0)
+        first = runs.admit_runs(conn, spec, 2, T0)
+        again = runs.admit_runs(conn, spec, 2, T0)
     assert again == []
     with store.read() as conn:
         rows = conn.execute(
@@ -523,7 +533,7 @@ def test_admit_respects_max_active_runs_oldest_first(store: Store):
     assert count(store, ti) == 6
     with store.write() as conn:
         conn.execute(update(dag_run).where(dag_run.c.id == rows[0].id).values(state="success"))
-        assert transitions.admit_runs(conn, spec, 2, T0) == [rows[2].id]
+        assert runs.admit_runs(conn, spec, 2, T0) == [rows[2].id]
 
 
 def test_start_runs_queues_the_roots_only(store: Store):
@@ -576,7 +586,7 @@ def test_success_advances_downstream_and_finishes_the_run(store: Store):
     assert done.finished_runs == [pk]
     assert run_state(store, pk) == RunState.SUCCESS
     with store.read() as conn:
-        assert transitions.upstream_values(conn, pk, ["report"]) == {"report": {"n": 1}}
+        assert attempts.upstream_values(conn, pk, ["report"]) == {"report": {"n": 1}}
 
 
 def test_failure_without_retries_fails_downstream_and_the_run(store: Store):
@@ -600,7 +610,7 @@ def test_failure_with_retries_waits_within_the_backoff_window(store: Store):
     (c,), _ = claim(store)
     with store.write() as conn:
         now = store.now(conn)
-        done = transitions.complete(
+        done = attempts.complete(
             conn, OWNER, [outcome(c, AttemptOutcome.FAILED)], lambda _id: spec, now
         )
     assert done.retrying and not done.dead
@@ -608,7 +618,7 @@ def test_failure_with_retries_waits_within_the_backoff_window(store: Store):
     assert row.state == TaskState.UP_FOR_RETRY
     assert now <= row.next_try_at <= now + timedelta(seconds=10)
     with store.write() as conn:
-        assert transitions.requeue_retries(conn, row.next_try_at + timedelta(seconds=1)) == 1
+        assert upkeep.requeue_retries(conn, row.next_try_at + timedelta(seconds=1)) == 1
     (again,), _ = claim(store)
     assert (again.try_number, again.fence_token) == (2, 2)
 
@@ -625,14 +635,14 @@ def test_completion_with_a_wrong_fence_is_stale(store: Store):
     assert attempt_rows(store, c.ti_id)[0].outcome is None
 
 
-def test_completion_after_the_lease_was_taken_over_is_recorded_stale(store: Store):
+def test_completion_after_the_lease_was_taken_over_is_kept_beside_the_expiry(store: Store):
+    """The reaper's ``lease_expired`` is the attempt's one outcome; the late success is
+    discarded and kept beside it, never over it."""
     spec = make_spec()
     (pk,) = start(store, spec, 1, 1)
     (old,), now = claim(store, lease=30)
     with store.write() as conn:
-        reaped = transitions.reap_expired(
-            conn, store.caps, lambda _id: spec, now + timedelta(seconds=31)
-        )
+        reaped = upkeep.reap_expired(conn, lambda _id: spec, now + timedelta(seconds=31))
     assert [r.ti_id for r in reaped] == [old.ti_id]
     (new,), _ = claim(store, owner="worker-2")
     assert (new.ti_id, new.fence_token) == (old.ti_id, 2)
@@ -642,8 +652,10 @@ def test_completion_after_the_lease_was_taken_over_is_recorded_stale(store: Stor
     row = ti_row(store, pk, "extract")
     assert (row.state, row.lease_owner, row.fence_token) == ("running", "worker-2", 2)
     first, second = attempt_rows(store, old.ti_id)
-    assert first.outcome == AttemptOutcome.STALE
-    assert second.outcome is None
+    assert first.outcome == AttemptOutcome.LEASE_EXPIRED
+    assert first.error.startswith("lease expired 1 time(s)")
+    assert first.late_result.startswith("finished as success after its lease was lost")
+    assert second.outcome is None and second.late_result is None
     assert ti_states(store, pk)["load"] == "none"
 
     done = complete(store, spec, outcome(new), owner="worker-2")
@@ -656,12 +668,10 @@ def test_a_lease_is_held_until_it_expires(store: Store):
     start(store, spec, 1, 1)
     (c,), now = claim(store, lease=30)
     with store.write() as conn:
-        at_deadline = transitions.reap_expired(
-            conn, store.caps, lambda _id: spec, now + timedelta(seconds=30)
-        )
+        at_deadline = upkeep.reap_expired(conn, lambda _id: spec, now + timedelta(seconds=30))
     assert at_deadline == []
     with store.write() as conn:
-        lost = transitions.extend_leases(conn, OWNER, [(c.ti_id, c.fence_token)], 30, now)
-        lost_wrong = transitions.extend_leases(conn, "other", [(c.ti_id, c.fence_token)], 30, now)
+        lost = attempts.extend_leases(conn, OWNER, [(c.ti_id, c.fence_token)], 30, now)
+        lost_wrong = attempts.extend_leases(conn, "other", [(c.ti_id, c.fence_token)], 30, now)
     assert lost == set()
     assert lost_wrong == {(c.ti_id, c.fence_token)}

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from dagrun.errors import DagNotFound
-from dagrun.store import Store, registry
+from dagrun.store import Store, reads, registry
 from dagrun.sync import sync_dags
 from tests.helpers import write_dag
 
@@ -41,17 +41,17 @@ def imports(counter: Path) -> list[str]:
 
 def active(store: Store) -> dict[str, str]:
     with store.read() as conn:
-        return {r.dag_id: r.fileloc for r in registry.active_dags(conn)}
+        return {r.dag_id: r.fileloc for r in reads.active_dags(conn)}
 
 
 def errors(store: Store) -> dict[str, str]:
     with store.read() as conn:
-        return {e.path: e.error for e in registry.import_errors(conn)}
+        return {e.path: e.error for e in reads.import_errors(conn)}
 
 
-def dag_row(store: Store, dag_id: str) -> registry.DagRow:
+def dag_row(store: Store, dag_id: str) -> reads.DagRow:
     with store.read() as conn:
-        return registry.get_dag(conn, dag_id)
+        return reads.get_dag(conn, dag_id)
 
 
 def sync(store: Store, dags_dir: Path):
@@ -76,7 +76,7 @@ def test_sync_records_dags_and_import_errors(store: Store, dags_dir: Path):
     assert row.is_paused is False
     assert errors(store) == {str(bad): "ZeroDivisionError: division by zero"}
     with store.read() as conn:
-        assert registry.import_errors(conn)[0].error_line == 1
+        assert reads.import_errors(conn)[0].error_line == 1
 
 
 def test_only_changed_files_are_imported_again(sqlite_store: Store, dags_dir: Path, tmp_path):
@@ -138,7 +138,7 @@ def test_editing_a_helper_parses_the_files_that_import_it(store: Store, dags_dir
     bystander = write_dag(dags_dir, "bystander.py", simple_dag("bystander"))
     sync(store, dags_dir)
     with store.read() as conn:
-        assert registry.known_files(conn)[str(user)].depends_on == (str(dags_dir / "shared.py"),)
+        assert reads.known_files(conn)[str(user)].depends_on == (str(dags_dir / "shared.py"),)
     write_dag(dags_dir, "shared.py", 'COMMAND = "echo two"\n')
     report = sync(store, dags_dir)
     assert str(user) in report.parsed and str(bystander) not in report.parsed
@@ -174,8 +174,8 @@ def test_removed_file_deactivates_its_dags(store: Store, dags_dir: Path):
     with pytest.raises(DagNotFound):
         dag_row(store, "gone")
     with store.read() as conn:
-        assert registry.load_spec(conn, "gone").dag_id == "gone"
-        assert str(gone) not in registry.known_files(conn)
+        assert reads.load_spec(conn, "gone").dag_id == "gone"
+        assert str(gone) not in reads.known_files(conn)
 
 
 def test_removed_bad_file_clears_its_import_error(sqlite_store: Store, dags_dir: Path):

@@ -3,6 +3,7 @@ real transitions (create, admit, start, claim, complete) and the real DAG sync."
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -21,13 +22,13 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 import pytest
-from sqlalchemy import event, update
+from sqlalchemy import update
 
 from dagrun import webapp
 from dagrun.logfiles import LogRange
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunType
-from dagrun.store import Store, registry, schema, transitions
+from dagrun.store import Store, attempts, reads, runs, schema, sql, upkeep
 from dagrun.store.schema import task_attempt, task_instance
 from dagrun.sync import sync_dags
 from dagrun.webapp import WebApp, make_web_server
@@ -155,21 +156,21 @@ def make_runs(store: Store, spec: DagSpec, days: int, start_runs: bool = True) -
     intervals = list(spec.timetable.intervals(first, first + timedelta(days=days - 1)))
     now = store.now()
     with store.write() as conn:
-        transitions.create_runs(conn, spec, intervals, RunType.BACKFILL, now)
-        transitions.admit_runs(conn, spec, days, now)
+        runs.create_runs(conn, spec, intervals, RunType.BACKFILL, now)
+        runs.admit_runs(conn, spec, days, now)
         if start_runs:
-            transitions.start_runs(conn, spec, now)
-    return [transitions.run_id_for(RunType.BACKFILL, i.start) for i in intervals]
+            runs.start_runs(conn, spec, now)
+    return [runs.run_id_for(RunType.BACKFILL, i.start) for i in intervals]
 
 
 def work_off(
-    store: Store, spec: DagSpec, logs: Path, fail: Callable[[transitions.Claim], str | None]
+    store: Store, spec: DagSpec, logs: Path, fail: Callable[[attempts.Claim], str | None]
 ) -> None:
     """Claim and complete every queued task (writing each attempt's log) until none is left."""
     while True:
         with store.write() as conn:
-            transitions.requeue_retries(conn, store.now() + timedelta(hours=1))
-            claims = transitions.claim(conn, store.caps, OWNER, 500, 30, store.now())
+            upkeep.requeue_retries(conn, store.now() + timedelta(hours=1))
+            claims = attempts.claim(conn, OWNER, 500, 30, store.now())
         if not claims:
             return
         outcomes = []
@@ -177,7 +178,7 @@ def work_off(
             log = append_log(logs / "segment.log", f"attempt {c.try_number} of {c.task_id}")
             error = fail(c)
             outcomes.append(
-                transitions.Outcome(
+                attempts.Outcome(
                     ti_id=c.ti_id,
                     run_pk=c.run_pk,
                     dag_id=c.dag_id,
@@ -190,7 +191,7 @@ def work_off(
                 )
             )
         with store.write() as conn:
-            transitions.complete(conn, OWNER, outcomes, lambda _: spec, store.now())
+            attempts.complete(conn, OWNER, outcomes, lambda _: spec, store.now())
 
 
 def append_log(path: Path, first_line: str) -> LogRange:
@@ -203,7 +204,7 @@ def append_log(path: Path, first_line: str) -> LogRange:
     return LogRange(str(path), offset, len(text))
 
 
-def shop_failures(c: transitions.Claim) -> str | None:
+def shop_failures(c: attempts.Claim) -> str | None:
     """Day 2: load fails once, then succeeds on its retry. Day 3: alpha_report fails for good."""
     day = c.logical_date.day
     if c.task_id == "load.v2-x" and day == 2 and c.try_number == 1:
@@ -220,7 +221,7 @@ def build_world(store: Store, tmp_path: Path, days: int = 3) -> World:
     write_dag(dags, "broken.py", f"raise RuntimeError({XSS_IMPORT!r})\n")
     sync_dags(store, str(dags))
     with store.read() as conn:
-        spec = registry.get_dag(conn, "shop").spec
+        spec = reads.get_dag(conn, "shop").spec
     logs = tmp_path / "logs"
     run_ids = make_runs(store, spec, days)
     work_off(store, spec, logs, shop_failures)
@@ -305,9 +306,9 @@ def test_a_manual_run_id_with_slashes_spaces_and_unicode_has_working_pages(world
     first = world.spec.timetable.next_interval(None).start + timedelta(days=10)
     (interval,) = world.spec.timetable.intervals(first, first)
     with world.store.write() as conn:
-        transitions.create_manual_run(conn, world.spec, interval, run_id, world.store.now())
-        transitions.admit_runs(conn, world.spec, 10, world.store.now())
-        transitions.start_runs(conn, world.spec, world.store.now())
+        runs.create_manual_run(conn, world.spec, interval, run_id, world.store.now())
+        runs.admit_runs(conn, world.spec, 10, world.store.now())
+        runs.start_runs(conn, world.spec, world.store.now())
     work_off(world.store, world.spec, world.logs, lambda _: None)
     page = call(world.app, webapp.run_url("shop", run_id))
     assert page.status == 200 and "nightly/re-run 2026 ü&lt;b&gt;" in page.text
@@ -361,7 +362,7 @@ def test_log_page_shows_the_attempt_log_escaped(world):
 
 
 def test_log_tail_is_capped_for_huge_files(world, monkeypatch):
-    monkeypatch.setattr(webapp, "LOG_TAIL_BYTES", 64)
+    monkeypatch.setattr(world.app, "site", dataclasses.replace(world.app.site, log_tail_bytes=64))
     big = world.logs / "big.log"
     big.write_text("HEAD-LINE\n" + "x" * 500 + "\nTAIL-LINE\nNEXT-ATTEMPT\n")
     size = big.stat().st_size - len("NEXT-ATTEMPT\n")
@@ -500,7 +501,7 @@ def test_api_dags_mirrors_the_list(world):
     assert shop["paused"] is False and idle["paused"] is True
     assert shop["description"] == XSS_DESC  # JSON carries the raw string; the page escapes it
     assert shop["tasks"] == TASKS
-    assert shop["next_logical_date"] == "2026-01-01T05:00:00Z"
+    assert shop["next_logical_date"] == "2026-01-01T05:00:00+00:00"
     assert [r["state"] for r in shop["recent_runs"]] == ["success", "success", "failed"]
     assert idle["recent_runs"] == []
 
@@ -529,7 +530,7 @@ def test_next_run_agrees_with_dags_list_including_catchup_false(cli_env, dags_di
         found = call(WebApp(store), "/api/dags").json()["dags"]
     finally:
         store.dispose()
-    as_utc = {d["dag_id"]: d["next_logical_date"].replace("Z", "+00:00") for d in found}
+    as_utc = {d["dag_id"]: d["next_logical_date"] for d in found}
     assert as_utc == expected
     assert not expected["nocatch"].startswith("2020-01-01")  # the latest complete day
 
@@ -565,13 +566,13 @@ def test_api_runs_lists_runs_oldest_first_with_state_filter(world):
     document = call(world.app, "/api/dags/shop/runs").json()
     assert [r["run_id"] for r in document["runs"]] == world.run_ids
     assert [r["state"] for r in document["runs"]] == ["success", "success", "failed"]
-    assert document["runs"][0]["logical_date"] == "2026-01-01T05:00:00Z"
+    assert document["runs"][0]["logical_date"] == "2026-01-01T05:00:00+00:00"
     assert document["runs"][0]["local_logical_date"] == "2026-01-01T00:00:00-05:00"
     failed = call(world.app, "/api/dags/shop/runs?state=failed").json()["runs"]
     assert [r["run_id"] for r in failed] == world.run_ids[2:]
     paged = call(world.app, "/api/dags/shop/runs?runs=2").json()
     assert [r["run_id"] for r in paged["runs"]] == world.run_ids[1:]
-    assert paged["older_before"] == "2026-01-02T05:00:00Z"
+    assert paged["older_before"] == "2026-01-02T05:00:00+00:00"
 
 
 def test_api_run_has_task_instances_and_attempts(world):
@@ -612,11 +613,11 @@ def _start_day(store: Store, spec: DagSpec, day: int, at) -> None:
     """Create, admit and start the run of one more day, as if the scheduler did it at ``at``."""
     first = spec.timetable.next_interval(None).start + timedelta(days=day)
     with store.write() as conn:
-        transitions.create_runs(
+        runs.create_runs(
             conn, spec, [*spec.timetable.intervals(first, first)], RunType.BACKFILL, at
         )
-        transitions.admit_runs(conn, spec, 10, at)
-        transitions.start_runs(conn, spec, at)
+        runs.admit_runs(conn, spec, 10, at)
+        runs.start_runs(conn, spec, at)
 
 
 def test_metrics_in_prometheus_text_format(store, tmp_path):
@@ -624,16 +625,16 @@ def test_metrics_in_prometheus_text_format(store, tmp_path):
     spec, now = world.spec, store.now()
     _start_day(store, spec, 3, now - timedelta(seconds=60))
     with store.write() as conn:  # a lease of 1 s taken a minute ago: expired
-        claimed = transitions.claim(conn, store.caps, OWNER, 5, 1, now - timedelta(seconds=60))
+        claimed = attempts.claim(conn, OWNER, 5, 1, now - timedelta(seconds=60))
     assert len(claimed) == 1
     _start_day(store, spec, 4, now)
     with store.write() as conn:
-        (held,) = transitions.claim(conn, store.caps, OWNER, 5, 30, now)
-    late = transitions.Outcome(
+        (held,) = attempts.claim(conn, OWNER, 5, 30, now)
+    late = attempts.Outcome(
         held.ti_id, held.run_pk, "shop", held.task_id, held.fence_token, AttemptOutcome.SUCCESS
     )
     with store.write() as conn:  # completed by a worker that does not hold the lease: stale
-        transitions.complete(conn, "someone-else", [late], lambda _: spec, now)
+        attempts.complete(conn, "someone-else", [late], lambda _: spec, now)
     _start_day(store, spec, 5, now - timedelta(seconds=120))  # its root queued 2 minutes ago
     reply = call(world.app, "/metrics")
     assert reply.status == 200 and reply.headers["Content-Type"].startswith("text/plain")
@@ -677,15 +678,13 @@ def test_the_grid_costs_the_same_few_queries_for_3_runs_or_30(sqlite_store, tmp_
     """Batched: one query for the page of runs and one for their cells, never one per cell."""
     world = build_world(sqlite_store, tmp_path, days=30)
     statements: list[str] = []
-    event.listen(
-        sqlite_store.engine, "before_cursor_execute", lambda *args: statements.append(args[2])
-    )
-    counts = {}
-    for runs in (3, 30):
+    counts: dict[int, int] = {}
+    for size in (3, 30):
         statements.clear()
-        reply = call(world.app, f"/dags/shop/grid?runs={runs}")
-        assert len(cells(reply)) == runs * len(TASKS)
-        counts[runs] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
+        with sql.observed(lambda statement, *_: statements.append(statement)):
+            reply = call(world.app, f"/dags/shop/grid?runs={size}")
+        assert len(cells(reply)) == size * len(TASKS)
+        counts[size] = len([s for s in statements if s.lstrip().upper().startswith("SELECT")])
     assert counts[3] == counts[30] <= 6, counts
 
 
@@ -694,14 +693,12 @@ def test_every_grid_query_searches_an_index(sqlite_store, tmp_path):
     world = build_world(sqlite_store, tmp_path, days=5)
     seen: list[tuple[str, tuple]] = []
 
-    def record(_conn, _cursor, statement, parameters, *_rest) -> None:
-        seen.append((statement, parameters))
+    def record(statement, parameters, _seconds) -> None:
+        seen.append((statement, tuple(parameters)))
 
-    event.listen(sqlite_store.engine, "before_cursor_execute", record)
-    try:
-        assert call(world.app, "/dags/shop/grid?runs=2&before=2026-01-04T05:00:00Z").status == 200
-    finally:
-        event.remove(sqlite_store.engine, "before_cursor_execute", record)
+    with sql.observed(record):
+        reply = call(world.app, "/dags/shop/grid?runs=2&before=2026-01-04T05:00:00%2B00:00")
+    assert reply.status == 200
     selects = [(s, p) for s, p in seen if s.lstrip().upper().startswith("SELECT")]
     assert len(selects) >= 4
     with sqlite_store.engine.connect() as conn:
@@ -836,7 +833,7 @@ def test_an_unexpected_error_is_a_500_page_without_details(world, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("internal detail /very/secret/path")
 
-    monkeypatch.setattr(webapp.views, "grid_page", explode)
+    monkeypatch.setattr(reads, "grid_page", explode)
     for url in ("/dags/shop/grid", "/api/dags/shop/grid"):
         reply = call(world.app, url)
         assert reply.status == 500

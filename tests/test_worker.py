@@ -8,7 +8,7 @@ import logging
 from sqlalchemy import select
 
 from dagrun import logfiles
-from dagrun.store import queries
+from dagrun.store import reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
 from dagrun.worker import Worker, WorkerOptions
 from tests.helpers import queue_run, run_once, start_cli, stop_process, wait_until, write_dag
@@ -88,7 +88,7 @@ def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir)
     assert tasks["downstream"].state == "upstream_failed"
     assert tasks["cleanup"].state == "success"
     with store.read() as conn:
-        dead = queries.dead_letters(conn, "bad")
+        dead = reads.dead_letters(conn, "bad")
     assert [(d.task_id, d.try_number) for d in dead] == [("reject", 1)]
     assert dead[0].error == "NonRetryableError: HTTP 404 for customer feed"
 
@@ -112,7 +112,7 @@ def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
     assert run.state == "failed"
     assert tasks["boom"].try_number == 3
     with store.read() as conn:
-        dead = queries.dead_letters(conn)
+        dead = reads.dead_letters(conn)
     assert dead[0].error == "ValueError: bad row in try 3"
 
 
@@ -229,11 +229,12 @@ def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):
     runs = {team: queue_run(sqlite_store, dags_dir, team, run_id=f"r-{team}") for team in TEAMS}
     options = WorkerOptions(concurrency=1, log_dir=dags_dir.parent / "logs")
 
-    def done() -> bool:
-        with sqlite_store.read() as conn:
-            return queries.all_finished(conn, list(runs.values()))
+    def stop_when_done(conn, _completion, _now) -> None:
+        if reads.all_finished(conn, list(runs.values())):
+            worker.stop()
 
-    Worker(sqlite_store, options, until=done).run()
+    worker = Worker(sqlite_store, options, on_commit=stop_when_done)
+    worker.run()
     with sqlite_store.read() as conn:
         values = dict(
             conn.execute(select(task_instance.c.dag_id, task_instance.c.return_value)).all()

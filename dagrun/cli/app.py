@@ -16,6 +16,7 @@ import click
 from dagrun.timetable import parse_cli_instant
 
 if TYPE_CHECKING:
+    from dagrun.spec import DagSpec
     from dagrun.store import Store
     from dagrun.sync import SyncReport
 
@@ -56,6 +57,14 @@ class App:
             self._synced = sync_dags(self.store, self.folder)
         return self._synced
 
+    def spec(self, dag_id: str) -> DagSpec:
+        """The DAG's spec after a sync of the dags folder (``DagNotFound`` if unknown)."""
+        from dagrun.store import reads
+
+        self.sync()
+        with self.store.read() as conn:
+            return reads.get_dag(conn, dag_id).spec
+
     def close(self) -> None:
         if self._store is not None:
             self._store.dispose()
@@ -66,10 +75,6 @@ pass_app = click.make_pass_decorator(App)
 
 def echo_json(document: Any) -> None:
     click.echo(json.dumps(document, indent=2, default=str))
-
-
-def iso(value: datetime | None) -> str | None:
-    return value.isoformat() if value is not None else None
 
 
 def echo_table(headers: list[str], rows: list[list[Any]]) -> None:

@@ -6,9 +6,9 @@ from datetime import UTC, datetime
 
 import click
 
-from dagrun.cli.app import App, echo_json, echo_table, iso, pass_app
-from dagrun.store import registry
-from dagrun.timetable import parse_cli_instant
+from dagrun.cli.app import App, echo_json, echo_table, pass_app
+from dagrun.store import audit, reads, registry
+from dagrun.timetable import iso, parse_cli_instant
 
 
 @click.group()
@@ -23,8 +23,8 @@ def list_dags(app: App, as_json: bool) -> None:
     """DAGs found, with schedule, timezone, paused flag, next run, and import errors."""
     app.sync()
     with app.store.read() as conn:
-        rows = registry.active_dags(conn)
-        errors = registry.import_errors(conn)
+        rows = reads.active_dags(conn)
+        errors = reads.import_errors(conn)
     if as_json:
         echo_json([_dag_json(r) for r in rows])
         return
@@ -49,7 +49,7 @@ def list_dags(app: App, as_json: bool) -> None:
         click.echo(f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True)
 
 
-def _dag_json(r: registry.DagRow) -> dict:
+def _dag_json(r: reads.DagRow) -> dict:
     next_date = _next_logical_date(r)
     return {
         "dag_id": r.dag_id,
@@ -63,11 +63,11 @@ def _dag_json(r: registry.DagRow) -> dict:
     }
 
 
-def _next_logical_date(r: registry.DagRow) -> datetime | None:
-    return r.spec.next_logical_date(r.next_logical_date, datetime.now(UTC))
+def _next_logical_date(r: reads.DagRow) -> datetime | None:
+    return r.spec.next_logical_date(r.cursor, datetime.now(UTC))
 
 
-def _next_run_local(r: registry.DagRow) -> str:
+def _next_run_local(r: reads.DagRow) -> str:
     value = _next_logical_date(r)
     if value is None:
         return "-"
@@ -89,7 +89,7 @@ def show_dag(app: App, dag_id: str) -> None:
     """Tasks in topological order with their upstreams."""
     app.sync()
     with app.store.read() as conn:
-        row = registry.get_dag(conn, dag_id)
+        row = reads.get_dag(conn, dag_id)
     spec = row.spec
     click.echo(f"DAG {spec.dag_id}  schedule {spec.schedule_text}  timezone {spec.timezone}")
     click.echo(f"file {row.fileloc}")
@@ -112,7 +112,7 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
     """The next N logical dates strictly after --after, with due times; DST changes marked."""
     app.sync()
     with app.store.read() as conn:
-        spec = registry.get_dag(conn, dag_id).spec
+        spec = reads.get_dag(conn, dag_id).spec
     tt = spec.timetable
     start = parse_cli_instant(after, tt.tz) if after else datetime.now(UTC)
     occurrences = tt.occurrences(start, count)
@@ -122,8 +122,8 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
                 {
                     "logical_date": iso(o.interval.start),
                     "data_interval_end": iso(o.interval.end),
-                    "local_logical_date": iso(o.interval.start.astimezone(tt.tz)),
-                    "local_data_interval_end": iso(o.interval.end.astimezone(tt.tz)),
+                    "local_logical_date": o.interval.start.astimezone(tt.tz).isoformat(),
+                    "local_data_interval_end": o.interval.end.astimezone(tt.tz).isoformat(),
                     "dst_note": o.dst_note,
                 }
                 for o in occurrences
@@ -163,7 +163,7 @@ def dag_errors(app: App, as_json: bool) -> None:
     """Every DAG file that failed to load, with the reason; exits 1 when there is one."""
     app.sync()
     with app.store.read() as conn:
-        errors = registry.import_errors(conn)
+        errors = reads.import_errors(conn)
     if as_json:
         echo_json([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
     else:
@@ -180,7 +180,7 @@ def _set_paused(app: App, dag_id: str, paused: bool) -> None:
     app.sync()
     with app.store.write() as conn:
         registry.set_paused(conn, dag_id, paused)
-        app.store.audit(conn, "pause" if paused else "unpause", dag_id)
+        audit.record(app.store, conn, "pause" if paused else "unpause", dag_id)
     click.echo(f"DAG {dag_id} {'paused' if paused else 'unpaused'}")
 
 

@@ -7,7 +7,8 @@ import click
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
 from dagrun.dag import check_id
 from dagrun.errors import DagDefinitionError, UsageError
-from dagrun.store import registry
+from dagrun.store import audit, reads
+from dagrun.store import pools as pool_store
 
 
 @click.group("pools")
@@ -21,7 +22,7 @@ def pools() -> None:
 def list_pools(app: App, as_json: bool) -> None:
     """Pools with their slots and the tasks running and queued in them."""
     with app.store.read() as conn:
-        rows = registry.pools(conn)
+        rows = reads.pool_rows(conn)
     if as_json:
         echo_json([r.__dict__ for r in rows])
         return
@@ -30,7 +31,18 @@ def list_pools(app: App, as_json: bool) -> None:
         return
     echo_table(
         ["pool", "slots", "running", "queued", "description"],
-        [[r.name, r.slots, r.running, r.queued, r.description or ""] for r in rows],
+        [
+            [
+                r.name,
+                r.slots if r.exists else "-",
+                r.running,
+                r.queued,
+                (r.description or "")
+                if r.exists
+                else f"does not exist: its tasks wait; `dagrun pools set {r.name} SLOTS`",
+            ]
+            for r in rows
+        ],
     )
 
 
@@ -46,8 +58,8 @@ def set_pool(app: App, name: str, slots: int, description: str | None) -> None:
     except DagDefinitionError as exc:
         raise UsageError(str(exc)) from None
     with app.store.write() as conn:
-        registry.set_pool(conn, name, slots, description)
-        app.store.audit(conn, "pool_set", None, pool=name, slots=slots)
+        pool_store.set_pool(conn, name, slots, description)
+        audit.record(app.store, conn, "pool_set", None, pool=name, slots=slots)
     click.echo(f"pool {name}: {slots} slot(s)")
 
 
@@ -57,9 +69,9 @@ def set_pool(app: App, name: str, slots: int, description: str | None) -> None:
 def delete_pool(app: App, name: str) -> None:
     """Delete pool NAME (its queued tasks then wait until it exists again)."""
     with app.store.write() as conn:
-        if not registry.delete_pool(conn, name):
+        if not pool_store.delete_pool(conn, name):
             raise UsageError(f"no pool '{name}' (see `dagrun pools list`)")
-        app.store.audit(conn, "pool_delete", None, pool=name)
+        audit.record(app.store, conn, "pool_delete", None, pool=name)
     click.echo(f"pool {name} deleted")
 
 

@@ -7,29 +7,23 @@ from datetime import UTC, datetime
 
 import click
 
-from dagrun.backfill import Action, Mode, RunDriver, make_plan, prepare
+from dagrun.backfill import Action, Mode, make_plan, prepare
 from dagrun.cli.app import (
     App,
     echo_json,
     echo_table,
     fmt_seconds,
-    iso,
     pass_app,
     resolve_date,
     stop_signals,
 )
+from dagrun.driver import RunDriver
 from dagrun.errors import UsageError
 from dagrun.progress import Progress
 from dagrun.spec import DagSpec
-from dagrun.states import RunState, TaskState
-from dagrun.store import queries, registry, transitions
-from dagrun.timetable import DataInterval, parse_cli_range
-
-
-def _spec(app: App, dag_id: str) -> DagSpec:
-    app.sync()
-    with app.store.read() as conn:
-        return registry.get_dag(conn, dag_id).spec
+from dagrun.states import RunState, RunType, TaskState
+from dagrun.store import audit, reads, runs
+from dagrun.timetable import DataInterval, iso, parse_cli_range
 
 
 @click.command("backfill")
@@ -68,7 +62,7 @@ def backfill(
     """Create and run every scheduled run of DAG with logical date in [start, end]."""
     if rerun_failed and reset:
         raise UsageError("--rerun-failed and --reset exclude each other")
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     if reverse and any(t.depends_on_past for t in spec.tasks):
         raise UsageError(f"--reverse cannot run '{dag_id}': it has depends_on_past tasks")
     first, last = parse_cli_range(start, end, spec.timetable.tz)
@@ -176,13 +170,13 @@ def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: i
     """Trigger one run of DAG and execute it to completion."""
     if run_id is not None and not RUN_ID.match(run_id):
         raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     interval = _manual_interval(spec, date_)
-    key = run_id or f"manual__{interval.start.isoformat()}"
+    key = run_id or runs.run_id_for(RunType.MANUAL, interval.start)
     with app.store.write() as conn:
         now = app.store.now(conn)
-        pk, created = transitions.create_manual_run(conn, spec, interval, key, now)
-        existing = queries.run_by_pk(conn, pk)
+        pk, created = runs.create_manual_run(conn, spec, interval, key, now)
+        existing = reads.run_by_pk(conn, pk)
     if not created:
         if existing.run_id != key:
             raise UsageError(
@@ -217,12 +211,12 @@ def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | No
         result = driver.run()
     _echo_stuck(spec, result.stuck)
     with app.store.read() as conn:
-        return queries.run_by_pk(conn, run_pks[0])
+        return reads.run_by_pk(conn, run_pks[0])
 
 
-def _print_run(app: App, run_row: queries.RunRow) -> None:
+def _print_run(app: App, run_row: reads.RunRow) -> None:
     with app.store.read() as conn:
-        tasks = queries.task_instances(conn, [run_row.id])
+        tasks = reads.task_instances(conn, [run_row.id])
     click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
     echo_table(
         ["task_id", "state", "try", "duration", "error"],
@@ -245,9 +239,9 @@ def runs_group() -> None:
 @pass_app
 def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
     """Runs of DAG, oldest first, with states and durations."""
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     with app.store.read() as conn:
-        rows = queries.runs(conn, dag_id, state=state)
+        rows = reads.runs(conn, dag_id, state=state)
     if as_json:
         echo_json([_run_json(r) for r in rows])
         return
@@ -267,7 +261,7 @@ def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
     )
 
 
-def _run_json(r: queries.RunRow) -> dict:
+def _run_json(r: reads.RunRow) -> dict:
     return {
         "run_id": r.run_id,
         "logical_date": iso(r.logical_date),
@@ -289,16 +283,16 @@ def _run_json(r: queries.RunRow) -> dict:
 @pass_app
 def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_json: bool) -> None:
     """One run and its task instances."""
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     if bool(run_id) == bool(date_):
         raise UsageError("give either RUN_ID or --date")
     with app.store.read() as conn:
         row = (
-            queries.run_by_id(conn, dag_id, run_id)
+            reads.run_by_id(conn, dag_id, run_id)
             if run_id
-            else queries.run_by_date(conn, dag_id, resolve_date(spec, date_))
+            else reads.run_by_date(conn, dag_id, resolve_date(spec, date_))
         )
-        tasks = queries.task_instances(conn, [row.id])
+        tasks = reads.task_instances(conn, [row.id])
     if as_json:
         echo_json(
             {
@@ -339,12 +333,12 @@ def clear(
     yes: bool,
 ) -> None:
     """Reset task instances so they run again."""
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     first, last = parse_cli_range(start, end, spec.timetable.tz)
     chosen = _matching_tasks(spec, pattern, downstream)
     with app.store.read() as conn:
-        runs_ = queries.runs_between(conn, dag_id, first, last)
-        tis = queries.task_instances(conn, [r.id for r in runs_])
+        chosen_runs = reads.runs_between(conn, dag_id, first, last)
+        tis = reads.task_instances(conn, [r.id for r in chosen_runs])
     failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
     selection: dict[int, set[str]] = {}
     for t in tis:
@@ -360,9 +354,10 @@ def clear(
         )
     with app.store.write() as conn:
         now = app.store.now(conn)
-        transitions.lock_dag(conn, app.store.caps, dag_id, skip_locked=False)
-        transitions.clear_runs(conn, spec, selection, now)
-        app.store.audit(
+        runs.lock_dag(conn, dag_id)
+        runs.clear_runs(conn, spec, selection, now)
+        audit.record(
+            app.store,
             conn,
             "clear",
             dag_id,

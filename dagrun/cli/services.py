@@ -1,16 +1,20 @@
-"""``dagrun scheduler`` and ``dagrun worker``: the long-running processes."""
+"""``dagrun scheduler`` and ``dagrun worker``: the long-running processes.
+
+Each role runs in a loop of its own: ``dagrun scheduler`` ticks the scheduler on a thread
+beside its embedded worker (whose commit hook admits the next runs when runs end), and the
+worker keeps its leases on a thread of its own. Both ride out database outages up to
+``DAGRUN_DB_OUTAGE_SECONDS``.
+"""
 
 from __future__ import annotations
 
 import logging
 import os
-import time
 
 import click
 
 from dagrun.cli.app import App, pass_app, setup_logging, stop_signals
-from dagrun.scheduler import Scheduler, sweep
-from dagrun.store import registry
+from dagrun.scheduler import Scheduler, SchedulerLoop
 from dagrun.worker import Worker, WorkerOptions
 
 log = logging.getLogger("dagrun.cli")
@@ -34,6 +38,7 @@ log = logging.getLogger("dagrun.cli")
 def scheduler(app: App, workers: int | None, poll: float) -> None:
     """The long-running scheduler, with embedded workers sharing the queue."""
     setup_logging(app.verbose)
+    app.store.ride_out_outages()
     sched = Scheduler(app.store, app.folder)
     workers = os.cpu_count() or 2 if workers is None else workers
     log.info(
@@ -43,29 +48,22 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
         workers,
     )
     if workers == 0:
-        _tick_forever(sched, poll)
+        loop = SchedulerLoop(sched, poll)
+        with stop_signals(loop.stop):
+            loop.run()
+        log.info("scheduler stopped")
         return
     options = WorkerOptions(concurrency=workers, poll_interval=poll)
-    worker = Worker(
-        app.store,
-        options,
-        tick=lambda: sched.tick().queued_work,
-        tick_interval=poll,
-        tick_when_runs_end=True,
-    )
-    with stop_signals(worker.stop):
-        stats = worker.run()
+    worker = Worker(app.store, options, on_commit=sched.admit_after)
+    loop = SchedulerLoop(sched, poll, on_queued_work=worker.wake, on_fatal=worker.fail)
+    loop.start()
+    try:
+        with stop_signals(worker.stop):
+            stats = worker.run()
+    finally:
+        loop.stop()
+        loop.join(30)
     log.info("scheduler stopped: %d task attempt(s) run", stats.claimed)
-
-
-def _tick_forever(sched: Scheduler, poll: float) -> None:
-    stopping = []
-    with stop_signals(lambda: stopping.append(True)):
-        while not stopping:
-            started = time.monotonic()
-            sched.tick()
-            time.sleep(max(0.0, poll - (time.monotonic() - started)))
-    log.info("scheduler stopped")
 
 
 @click.command("worker")
@@ -88,13 +86,14 @@ def _tick_forever(sched: Scheduler, poll: float) -> None:
 def worker(app: App, concurrency: int | None, grace: float, poll: float) -> None:
     """A worker only: claims and runs tasks (scale out on other hosts)."""
     setup_logging(app.verbose)
+    app.store.ride_out_outages()
     options = WorkerOptions(
-        concurrency=concurrency or os.cpu_count() or 2, grace=grace, poll_interval=poll
+        concurrency=concurrency or os.cpu_count() or 2,
+        grace=grace,
+        poll_interval=poll,
+        sweep_interval=max(poll, 1.0),
     )
-    specs = registry.SpecCache()
-    w = Worker(
-        app.store, options, tick=lambda: any(sweep(app.store, specs)), tick_interval=max(poll, 1.0)
-    )
+    w = Worker(app.store, options)
     with stop_signals(w.stop):
         stats = w.run()
     log.info(

@@ -7,21 +7,16 @@ from pathlib import Path
 import click
 
 from dagrun import logfiles
-from dagrun.cli.app import App, echo_json, echo_table, iso, pass_app, resolve_date
+from dagrun.cli.app import App, echo_json, echo_table, pass_app, resolve_date
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parser import import_file
 from dagrun.runner import AttemptRequest, DagCache, execute
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import queries, registry
-from dagrun.timetable import DataInterval
+from dagrun.store import reads
+from dagrun.store.runs import run_id_for
+from dagrun.timetable import DataInterval, iso
 from dagrun.triggers import evaluate
-
-
-def _spec(app: App, dag_id: str) -> DagSpec:
-    app.sync()
-    with app.store.read() as conn:
-        return registry.get_dag(conn, dag_id).spec
 
 
 def _interval(spec: DagSpec, value: str) -> DataInterval:
@@ -36,7 +31,7 @@ def _request(spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict) 
         task_id=task_id,
         fileloc=spec.fileloc,
         timezone=spec.timezone,
-        run_id=f"test__{interval.start.isoformat()}",
+        run_id=run_id_for("test", interval.start),
         logical_date=interval.start,
         data_interval_start=interval.start,
         data_interval_end=interval.end,
@@ -56,7 +51,7 @@ def _check_importable(spec: DagSpec) -> None:
 @pass_app
 def test_dag(app: App, dag_id: str, date: str) -> None:
     """Run every task of DAG for DATE in this process, in order; nothing is recorded."""
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     interval = _interval(spec, date)
     _check_importable(spec)
     cache = DagCache()
@@ -106,7 +101,7 @@ def tasks_group() -> None:
 @pass_app
 def test_task(app: App, dag_id: str, task_id: str, date: str) -> None:
     """Run one task for DATE in this process (upstream values are None); nothing recorded."""
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     if task_id not in spec.task_map:
         raise TaskNotFound(dag_id, task_id)
     interval = _interval(spec, date)
@@ -131,9 +126,9 @@ def test_task(app: App, dag_id: str, task_id: str, date: str) -> None:
 def failed(app: App, dag_id: str | None, as_json: bool) -> None:
     """The dead letters: tasks that exhausted their attempts, with their last error."""
     if dag_id:
-        _spec(app, dag_id)
+        app.spec(dag_id)
     with app.store.read() as conn:
-        rows = queries.dead_letters(conn, dag_id)
+        rows = reads.dead_letters(conn, dag_id)
     if as_json:
         echo_json(
             [
@@ -181,11 +176,11 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
 @pass_app
 def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None) -> None:
     """Print an attempt's log."""
-    spec = _spec(app, dag_id)
+    spec = app.spec(dag_id)
     with app.store.read() as conn:
-        run = queries.run_by_date(conn, dag_id, resolve_date(spec, date))
-        ti = queries.task_instance(conn, run, task_id)
-        attempts = queries.attempts(conn, ti.id)
+        run = reads.run_by_date(conn, dag_id, resolve_date(spec, date))
+        ti = reads.task_instance(conn, run, task_id)
+        attempts = reads.attempts(conn, ti.id)
     if not attempts:
         raise UsageError(f"{dag_id}.{task_id} has not run at {run.logical_date.isoformat()}")
     chosen = [a for a in attempts if try_number in (None, a.try_number)]

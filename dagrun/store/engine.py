@@ -10,11 +10,12 @@ tells listening workers when work is queued (``WORK_CHANNEL``).
 
 from __future__ import annotations
 
-import getpass
-import json
+import contextlib
 import logging
 import os
+import random
 import sqlite3
+import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -23,12 +24,24 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
 
-from sqlalchemy import Connection, Engine, create_engine, event, inspect, select, text
+from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import OperationalError, SQLAlchemyError
+from sqlalchemy.exc import (
+    ArgumentError,
+    InterfaceError,
+    NoSuchModuleError,
+    OperationalError,
+    SQLAlchemyError,
+)
 
-from dagrun.errors import StoreError
-from dagrun.store import schema
+from dagrun.errors import (
+    OutageTooLong,
+    StoreConflict,
+    StoreError,
+    StoreUnavailable,
+    UsageError,
+)
+from dagrun.store import schema, sql
 
 log = logging.getLogger("dagrun.store")
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -68,24 +81,34 @@ def normalise_url(url: str) -> str:
 class Capabilities:
     """What the database can do, so callers ask for a feature rather than a dialect name."""
 
-    skip_locked: bool
+    #: Times that decide leases come from the server (``now()``), not from each host.
     server_clock: bool
-    single_writer: bool
+    #: Workers can LISTEN for queued work instead of only polling.
+    notifies: bool
+
+
+def capabilities(dialect: str) -> Capabilities:
+    postgres = dialect == "postgresql"
+    return Capabilities(server_clock=postgres, notifies=postgres)
 
 
 class Store:
-    """One database: transactions, the clock that decides leases, and the schema."""
+    """One database: transactions, the clock that decides leases, and the schema.
+
+    Every failure of a transaction is a ``StoreError``: ``StoreUnavailable`` when the
+    database cannot be reached or the connection was lost, ``StoreConflict`` when the
+    transaction lost a race and may simply be tried again. A long-running process calls
+    ``ride_out_outages``: from then on the first failure of an outage and the first success
+    after it are logged once each (``health``), and its loops retry until the limit.
+    """
 
     def __init__(self, url: str | None = None, *, create: bool = True):
         self.url = normalise_url(url or os.environ.get("DAGRUN_DB_URL") or default_url())
         self.engine = _make_engine(self.url)
         _ENGINES.add(self.engine)
-        dialect = self.engine.dialect.name
-        self.caps = Capabilities(
-            skip_locked=dialect == "postgresql",
-            server_clock=dialect == "postgresql",
-            single_writer=dialect == "sqlite",
-        )
+        self.caps = capabilities(self.engine.dialect.name)
+        self.health: Health | None = None
+        _check_internals(self.engine.dialect)
         if create:
             self.ensure_schema()
 
@@ -96,34 +119,47 @@ class Store:
     def __repr__(self) -> str:
         return f"<Store {self.engine.url.render_as_string(hide_password=True)}>"
 
+    def ride_out_outages(self, limit: float | None = None) -> Health:
+        """Report this store's outages once each, for a long-running process."""
+        self.health = Health(OUTAGE_SECONDS if limit is None else limit)
+        return self.health
+
     @contextmanager
     def write(self) -> Iterator[Connection]:
         """A write transaction (``BEGIN IMMEDIATE`` on SQLite), committed on success."""
-        try:
-            with self.engine.connect() as conn:
-                conn = conn.execution_options(dagrun_write=True)
-                with conn.begin():
-                    yield conn
-        except OperationalError as exc:
-            raise StoreError(f"database error: {_first_line(exc)}") from exc
+        with self._transaction(dagrun_write=True) as conn:
+            yield conn
 
     @contextmanager
     def read(self) -> Iterator[Connection]:
         """A short read transaction: a consistent snapshot that never blocks writers."""
+        with self._transaction() as conn:
+            yield conn
+
+    @contextmanager
+    def _transaction(self, **options: object) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn, conn.begin():
-                yield conn
-        except OperationalError as exc:
-            raise StoreError(f"database error: {_first_line(exc)}") from exc
+            with self.engine.connect() as conn:
+                if options:
+                    conn = conn.execution_options(**options)
+                with conn.begin():
+                    yield conn
+        except _DRIVER_ERRORS as exc:
+            error = translate(exc)
+            if self.health is not None:
+                self.health.failed(error)
+            raise error from exc
+        if self.health is not None:
+            self.health.ok()
 
     def now(self, conn: Connection | None = None) -> datetime:
         """The clock that decides leases: the server's on PostgreSQL, this host's on SQLite."""
         if not self.caps.server_clock:
             return datetime.now(UTC)
         if conn is not None:
-            return conn.execute(text("SELECT now()")).scalar_one().astimezone(UTC)
+            return sql.scalar(conn, _SERVER_NOW).astimezone(UTC)
         with self.read() as c:
-            return c.execute(text("SELECT now()")).scalar_one().astimezone(UTC)
+            return sql.scalar(c, _SERVER_NOW).astimezone(UTC)
 
     def ensure_schema(self) -> None:
         """Create the schema on first use, bring an older one up to date, refuse a database
@@ -143,6 +179,8 @@ class Store:
                 version = self.schema_version(conn)
                 if version < schema.SCHEMA_VERSION:
                     _migrate(conn, version)
+        except StoreError as exc:
+            raise type(exc)(f"cannot open the database {self!r}: {exc}") from exc
         except SQLAlchemyError as exc:
             raise StoreError(f"cannot open the database {self!r}: {_first_line(exc)}") from exc
         if version > schema.SCHEMA_VERSION:
@@ -152,36 +190,84 @@ class Store:
             )
 
     def schema_version(self, conn: Connection) -> int:
-        row = conn.execute(
-            select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-        ).scalar_one_or_none()
+        row = sql.scalar(conn, _SCHEMA_VERSION)
         return int(row) if row is not None else 0
-
-    def audit(self, conn: Connection, action: str, dag_id: str | None, **detail: object) -> None:
-        """Record an operator action (clear, backfill, pause...) for later inspection."""
-        conn.execute(
-            schema.audit_log.insert().values(
-                at=self.now(conn),
-                action=action,
-                dag_id=dag_id,
-                actor=_actor(),
-                detail=json.dumps(detail, default=str, sort_keys=True),
-            )
-        )
 
     def listen(self) -> Listener | None:
         """PostgreSQL: a connection of its own that hears when work is queued (see
-        ``WORK_CHANNEL``); None on SQLite, whose workers poll."""
-        if self.dialect != "postgresql":
+        ``WORK_CHANNEL``); None on SQLite, whose workers poll, or while it cannot connect."""
+        if not self.caps.notifies:
             return None
         try:
             return Listener(self.engine)
         except Exception as exc:  # any driver error: polling still works without it
-            log.warning("cannot listen for queued work, polling only: %s", _first_line(exc))
+            log.warning("cannot listen for queued work, polling meanwhile: %s", _first_line(exc))
             return None
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+_SERVER_NOW = select(func.now())
+_SCHEMA_VERSION = select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
+
+#: Seconds a long-running process waits for the database to come back before it gives up.
+OUTAGE_SECONDS = float(os.environ.get("DAGRUN_DB_OUTAGE_SECONDS", "300"))
+
+
+class Health:
+    """Whether the database answers, as one long-running process sees it: every transaction
+    reports here, from any thread, so an outage is logged once when it starts and once
+    when it ends however many loops notice it."""
+
+    def __init__(self, limit: float) -> None:
+        self.limit = limit
+        self._lock = threading.Lock()
+        self._down_since: float | None = None
+        self._last_error = ""
+
+    @property
+    def down(self) -> bool:
+        return self._down_since is not None
+
+    def failed(self, error: StoreError) -> None:
+        if not isinstance(error, StoreUnavailable):
+            return
+        with self._lock:
+            self._last_error = str(error)
+            if self._down_since is None:
+                self._down_since = time.monotonic()
+                log.warning("database unavailable, retrying for up to %g s: %s", self.limit, error)
+
+    def ok(self) -> None:
+        if self._down_since is None:
+            return
+        with self._lock:
+            if self._down_since is not None:
+                log.warning("database is back after %.1f s", time.monotonic() - self._down_since)
+                self._down_since = None
+
+    def check(self) -> None:
+        """Raise ``OutageTooLong`` once the current outage has lasted past the limit."""
+        since = self._down_since
+        if since is not None and time.monotonic() - since > self.limit:
+            raise OutageTooLong(time.monotonic() - since, self.limit, self._last_error)
+
+
+class Backoff:
+    """Capped exponential delays with full jitter between retries of one loop's step."""
+
+    def __init__(self, first: float = 0.05, cap: float = 5.0) -> None:
+        self.first = first
+        self.cap = cap
+        self.failures = 0
+
+    def next(self) -> float:
+        self.failures += 1
+        return random.uniform(0, min(self.cap, self.first * 2 ** min(self.failures, 20)))
+
+    def reset(self) -> None:
+        self.failures = 0
 
 
 #: Every transaction that puts tasks in the queue on PostgreSQL sends one notification on
@@ -196,7 +282,8 @@ class Listener:
         import psycopg
 
         args, kwargs = engine.dialect.create_connect_args(engine.url)
-        self._conn = psycopg.connect(*args, **{**kwargs, "autocommit": True})
+        kwargs = {**_PG_CONNECT_ARGS, **kwargs, "autocommit": True}
+        self._conn = psycopg.connect(*args, **kwargs)
         self._conn.execute(f"LISTEN {WORK_CHANNEL}")
 
     def fileno(self) -> int:
@@ -207,7 +294,36 @@ class Listener:
         return any(True for _ in self._conn.notifies(timeout=0))
 
     def close(self) -> None:
-        self._conn.close()
+        with contextlib.suppress(Exception):
+            self._conn.close()
+
+
+#: Errors of reaching and using the database; others (an IntegrityError...) pass as they are.
+_DRIVER_ERRORS = (OperationalError, InterfaceError)
+#: PostgreSQL SQLSTATEs of a transaction that lost a race: deadlock victim, serialisation
+#: failure, lock not available. SQLite says "database is locked" when its busy timeout ends.
+_CONFLICT_STATES = {"40P01", "40001", "55P03"}
+
+
+def translate(exc: Exception) -> StoreError:
+    """A driver error as dagrun's: a conflict to retry, an outage, or a plain StoreError."""
+    orig = getattr(exc, "orig", None) or exc
+    message = f"database error: {_first_line(exc)}"
+    state = getattr(orig, "sqlstate", None)
+    if state in _CONFLICT_STATES or "database is locked" in str(orig):
+        return StoreConflict(message)
+    if isinstance(orig, sqlite3.Error):
+        unavailable = any(words in str(orig) for words in _SQLITE_UNAVAILABLE)
+    else:
+        unavailable = isinstance(exc, OperationalError | InterfaceError)
+    if unavailable or getattr(exc, "connection_invalidated", False):
+        return StoreUnavailable(message)
+    return StoreError(message)
+
+
+#: What SQLite says when its file cannot be reached (SQLite reports mistakes in statements
+#: as operational errors too, and those are no outage).
+_SQLITE_UNAVAILABLE = ("unable to open", "disk I/O error", "readonly database", "no such file")
 
 
 def _migrate(conn: Connection, version: int) -> None:
@@ -222,11 +338,21 @@ def _migrate(conn: Connection, version: int) -> None:
     )
 
 
-def _actor() -> str:
-    try:
-        return getpass.getuser()
-    except Exception:
-        return "unknown"
+def _missing_driver(parsed, exc: Exception) -> str:
+    backend = parsed.get_backend_name()
+    if backend == "postgresql":
+        return f"--db {backend}:// needs the psycopg driver: pip install 'dagrun[postgres]'"
+    return f"--db {parsed.drivername}:// is not supported by this install ({exc})"
+
+
+_checked: set[str] = set()
+
+
+def _check_internals(dialect) -> None:
+    """Once per dialect and process: the SQLAlchemy internals ``sql`` reads are there."""
+    if dialect.name not in _checked:
+        sql.check_internals(dialect)
+        _checked.add(dialect.name)
 
 
 def _first_line(exc: BaseException) -> str:
@@ -234,10 +360,43 @@ def _first_line(exc: BaseException) -> str:
     return text_.splitlines()[0] if text_ else type(exc).__name__
 
 
+#: A connection attempt gives up after this long, and a dead peer is noticed by TCP
+#: keepalives, so an outage is seen as an error, never as a hang.
+_PG_CONNECT_ARGS = {
+    "connect_timeout": 10,
+    "keepalives": 1,
+    "keepalives_idle": 15,
+    "keepalives_interval": 5,
+    "keepalives_count": 3,
+}
+
+
+def _connect_args(parsed) -> dict[str, object]:
+    """PostgreSQL's timeouts and keepalives, unless the URL sets its own."""
+    if parsed.get_backend_name() != "postgresql":
+        return {}
+    return {k: v for k, v in _PG_CONNECT_ARGS.items() if k not in parsed.query}
+
+
 def _make_engine(url: str) -> Engine:
-    parsed = make_url(url)
+    try:
+        parsed = make_url(url)
+    except ArgumentError:
+        raise UsageError(
+            f"--db {url!r} is not a database URL (e.g. sqlite:////path/dagrun.db or "
+            "postgresql://user@host:5432/db)"
+        ) from None
     if parsed.get_backend_name() != "sqlite":
-        return create_engine(url, pool_pre_ping=True, pool_size=5, max_overflow=5)
+        try:
+            return create_engine(
+                url,
+                pool_pre_ping=True,
+                pool_size=5,
+                max_overflow=5,
+                connect_args=_connect_args(parsed),
+            )
+        except (NoSuchModuleError, ModuleNotFoundError) as exc:
+            raise UsageError(_missing_driver(parsed, exc)) from None
     database = parsed.database
     if database and database != ":memory:":
         try:

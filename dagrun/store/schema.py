@@ -34,7 +34,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -68,6 +68,15 @@ MIGRATIONS: dict[int, list[str]] = {
         "DROP INDEX ix_ti_state_next_try",
         "DROP INDEX ix_ti_pool_state",
         *PARTIAL_INDEXES.values(),
+    ],
+    # Lost leases, children lost before their attempt started and unwritable log folders
+    # share one budget (infrastructure failures, not the task's own); an attempt's outcome
+    # is written once, and a result reported after it is kept beside it; a file that breaks
+    # keeps the source of its last good parse.
+    3: [
+        "ALTER TABLE task_instance RENAME COLUMN lease_losses TO infra_failures",
+        "ALTER TABLE task_attempt ADD COLUMN late_result TEXT",
+        "ALTER TABLE dag_file ADD COLUMN good_source TEXT",
     ],
 }
 
@@ -115,6 +124,9 @@ dag_file = Table(
     # JSON list of the files in the dags folder the file imported (its helpers), so an edit
     # to one of them parses the file again.
     Column("depends_on", Text),
+    # The source of the file's last parse that succeeded: while the file on disk fails to
+    # import, workers run its DAGs from this.
+    Column("good_source", Text),
 )
 
 dag = Table(
@@ -165,7 +177,8 @@ task_instance = Table(
     Column("state", String(16), nullable=False),
     Column("try_number", Integer, nullable=False, default=0),
     Column("failures", Integer, nullable=False, default=0),
-    Column("lease_losses", Integer, nullable=False, default=0),
+    # Lost leases, lost children, unwritable logs: their own budget, not the task's retries.
+    Column("infra_failures", Integer, nullable=False, default=0),
     Column("max_tries", Integer, nullable=False, default=1),
     Column("priority_weight", Integer, nullable=False, default=1),
     Column("pool", String(250)),
@@ -218,6 +231,9 @@ task_attempt = Table(
     Column("log_path", String(1024)),
     Column("log_offset", BigInteger),
     Column("log_length", BigInteger),
+    # What the attempt reported after someone else had ended it (a reaper): kept beside
+    # the outcome, which is written once.
+    Column("late_result", Text),
     UniqueConstraint("ti_id", "fence_token", name="uq_task_attempt_fence"),
     Index("ix_task_attempt_run", "run_pk"),
     Index("ix_task_attempt_outcome", "outcome"),

@@ -13,35 +13,28 @@ A plain WSGI application (no framework) rendered with Jinja2 templates shipped i
 
 The HTML pages and the ``/api`` routes share their view models, so the API mirrors the pages.
 
-Modules: ``app`` (the WSGI callable and its error pages), ``http`` (requests, responses, HTTP
-errors), ``routes`` (the URL table), ``urls`` and ``formatting`` (what the templates print),
-``paging`` and ``models`` (the shared view models), ``pages`` (HTML), ``api`` (JSON and
-``/healthz``), ``metrics`` (Prometheus), ``logs`` (safe log reading), ``templates`` (Jinja and
-static files), ``server`` (the threaded server).
+Modules: ``app`` (the WSGI callable, its error pages, and the ``Site`` every handler gets),
+``http`` (requests, responses, HTTP errors), ``routes`` (the URL table), ``urls`` and
+``formatting`` (what the templates print), ``paging`` and ``models`` (the shared view models,
+read through ``dagrun.store.reads``), ``pages`` (HTML), ``api`` (JSON and ``/healthz``),
+``metrics`` (Prometheus), ``logs`` (safe log reading), ``templates`` (Jinja and static
+files), ``server`` (the threaded server).
 """
 
 from __future__ import annotations
 
-# ``dagrun.webapp.views`` is the store's read side, kept reachable here for code (and tests)
-# that patch it through this package.
-from dagrun.store import views as views
-from dagrun.webapp.app import WebApp
-from dagrun.webapp.formatting import iso
+from dagrun.webapp.app import LOG_TAIL_BYTES, Site, WebApp
 from dagrun.webapp.logs import LogText, read_log
 from dagrun.webapp.server import ThreadingWSGIServer, make_web_server
 from dagrun.webapp.urls import grid_url, log_url, run_url
 
-#: A log page shows at most this much of the end of the file. ``logs.read_log`` reads it from
-#: here on every call, so setting ``dagrun.webapp.LOG_TAIL_BYTES`` takes effect at once.
-LOG_TAIL_BYTES = 1024 * 1024
-
 __all__ = [
     "LOG_TAIL_BYTES",
     "LogText",
+    "Site",
     "ThreadingWSGIServer",
     "WebApp",
     "grid_url",
-    "iso",
     "log_url",
     "make_web_server",
     "read_log",

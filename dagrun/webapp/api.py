@@ -10,17 +10,24 @@ import logging
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from dagrun.store import registry, views
-from dagrun.store.queries import RunRow
-from dagrun.store.views import DagInfo
-from dagrun.webapp.formatting import iso
+from dagrun.store import reads
+from dagrun.store.reads import RunRow
+from dagrun.timetable import iso
 from dagrun.webapp.http import Request, Response, json_response
-from dagrun.webapp.models import GridView, TaskLine, read_dag_list, read_grid, read_run
+from dagrun.webapp.models import (
+    DagInfo,
+    GridView,
+    TaskLine,
+    read_dag,
+    read_dag_list,
+    read_grid,
+    read_run,
+)
 from dagrun.webapp.paging import Paging
 from dagrun.webapp.urls import log_url
 
 if TYPE_CHECKING:
-    from dagrun.webapp.app import WebApp
+    from dagrun.webapp.app import Site
 
 log = logging.getLogger("dagrun.web")
 
@@ -28,9 +35,9 @@ log = logging.getLogger("dagrun.web")
 # ---------------------------------------------------------------- routes
 
 
-def api_dags(app: WebApp, request: Request) -> Response:
-    with app.store.read() as conn:
-        infos, recent, errors = read_dag_list(app.store, conn)
+def api_dags(site: Site, request: Request) -> Response:
+    with site.store.read() as conn:
+        infos, recent, errors = read_dag_list(site.store, conn)
     return json_response(
         {
             "dags": [dag_json(i, recent[i.dag_id]) for i in infos],
@@ -39,42 +46,44 @@ def api_dags(app: WebApp, request: Request) -> Response:
     )
 
 
-def api_import_errors(app: WebApp, request: Request) -> Response:
-    with app.store.read() as conn:
-        errors = registry.import_errors(conn)
+def api_import_errors(site: Site, request: Request) -> Response:
+    with site.store.read() as conn:
+        errors = reads.import_errors(conn)
     return json_response([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
 
 
-def api_grid(app: WebApp, request: Request, dag_id: str) -> Response:
-    return json_response(grid_json(read_grid(app.store, dag_id, Paging.from_query(request.query))))
+def api_grid(site: Site, request: Request, dag_id: str) -> Response:
+    return json_response(grid_json(read_grid(site.store, dag_id, Paging.from_query(request.query))))
 
 
-def api_runs(app: WebApp, request: Request, dag_id: str) -> Response:
+def api_runs(site: Site, request: Request, dag_id: str) -> Response:
     paging = Paging.from_query(request.query)
     state = request.query.get("state") or None
-    with app.store.read() as conn:
-        info = views.dag_info(conn, dag_id, app.store.now(conn))
-        runs, older = views.run_page(conn, dag_id, paging.before, paging.runs, state)
+    with site.store.read() as conn:
+        info = read_dag(site.store, conn, dag_id)
+        runs, older = reads.run_page(conn, dag_id, paging.before, paging.runs, state)
     tz = info.spec.timetable.tz
     return json_response({"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)})
 
 
-def api_run(app: WebApp, request: Request, dag_id: str, run_id: str) -> Response:
-    view = read_run(app.store, dag_id, run_id)
+def api_run(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
+    view = read_run(site.store, dag_id, run_id)
     document = run_json(view.run, view.dag.spec.timetable.tz)
     document["tasks"] = [task_json(dag_id, view.run, line) for line in view.lines]
     return json_response(document)
 
 
-def healthz(app: WebApp, request: Request) -> Response:
+def healthz(site: Site, request: Request) -> Response:
     """200 when the database answers a read, 503 (not a 500 page) when it does not."""
     try:
-        with app.store.read() as conn:
-            version = app.store.schema_version(conn)
+        with site.store.read() as conn:
+            version = site.store.schema_version(conn)
     except Exception as exc:
         log.warning("health check failed: %s", exc)
         return json_response({"status": "error", "error": "database unavailable"}, 503)
-    return json_response({"status": "ok", "database": app.store.dialect, "schema_version": version})
+    return json_response(
+        {"status": "ok", "database": site.store.dialect, "schema_version": version}
+    )
 
 
 # ---------------------------------------------------------------- JSON shapes

@@ -8,9 +8,12 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
 from typing import Any
+
+from jinja2 import Environment
 
 from dagrun.errors import StoreError
 from dagrun.store import Store
@@ -24,11 +27,26 @@ from dagrun.webapp.http import (
     json_response,
 )
 from dagrun.webapp.routes import route
-from dagrun.webapp.templates import environment, load_static, render
+from dagrun.webapp.templates import StaticFiles, environment, load_static, render
 
 log = logging.getLogger("dagrun.web")
 
 REFRESH_SECONDS = 5
+#: A log page shows at most this much of the end of an attempt's log.
+LOG_TAIL_BYTES = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Site:
+    """What a page handler needs: the store, the templates and static files, where logs
+    live and how much of one to show, and how often an active page refreshes."""
+
+    store: Store
+    env: Environment
+    static_files: StaticFiles
+    logs_root: Path
+    refresh_seconds: int = REFRESH_SECONDS
+    log_tail_bytes: int = LOG_TAIL_BYTES
 
 
 class WebApp:
@@ -40,12 +58,17 @@ class WebApp:
         *,
         logs_root: Path | None = None,
         refresh_seconds: int = REFRESH_SECONDS,
+        log_tail_bytes: int = LOG_TAIL_BYTES,
     ):
-        self.store = store
-        self.logs_root = (logs_root or dagrun_home() / "logs").resolve()
-        self.refresh_seconds = refresh_seconds
-        self.static_files = load_static()
-        self.env = environment(self.static_files)
+        static_files = load_static()
+        self.site = Site(
+            store=store,
+            env=environment(static_files),
+            static_files=static_files,
+            logs_root=(logs_root or dagrun_home() / "logs").resolve(),
+            refresh_seconds=refresh_seconds,
+            log_tail_bytes=log_tail_bytes,
+        )
 
     def __call__(self, environ: dict[str, Any], start_response: Callable) -> list[bytes]:
         request = Request.from_environ(environ)
@@ -59,7 +82,7 @@ class WebApp:
         try:
             check_method(request)
             handler, params = route(request.path)
-            return handler(self, request, **params)
+            return handler(self.site, request, **params)
         except HttpError as exc:
             return self._error(request, exc.status, exc.message, exc.headers)
         except NOT_FOUND_ERRORS as exc:
@@ -85,7 +108,7 @@ class WebApp:
         else:
             try:
                 response = render(
-                    self.env,
+                    self.site.env,
                     "error.html",
                     request,
                     status,

@@ -8,13 +8,6 @@ from zoneinfo import ZoneInfo
 from dagrun.states import TaskState
 
 
-def iso(value: datetime | None) -> str | None:
-    """ISO 8601 in UTC with a ``Z``: the API's instants and the grid's ``before`` cursor."""
-    if value is None:
-        return None
-    return value.astimezone(UTC).isoformat().replace("+00:00", "Z")
-
-
 def local(value: datetime | None, tz: ZoneInfo, seconds: bool = False) -> str:
     if value is None:
         return "-"

@@ -1,7 +1,7 @@
 """Reading an attempt's log safely: named by (dag, run, task, try), never by a path from the URL.
 
 The path the store recorded must resolve inside the logs folder, and only the tail of a huge
-file is read: at most ``dagrun.webapp.LOG_TAIL_BYTES``.
+file is read (``Site.log_tail_bytes``).
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from dagrun import logfiles
-from dagrun.store.queries import AttemptRow
+from dagrun.store.reads import AttemptRow
 from dagrun.webapp.http import Forbidden, NotFound
 
 
@@ -21,7 +21,7 @@ class LogText:
     skipped_bytes: int
 
 
-def read_log(attempt: AttemptRow, root: Path) -> LogText:
+def read_log(attempt: AttemptRow, root: Path, tail_bytes: int) -> LogText:
     """The tail of an attempt's log, only if its real path lies inside the logs folder.
 
     ``resolve()`` follows ``..`` and symbolic links first, so neither a crafted path in the
@@ -35,13 +35,6 @@ def read_log(attempt: AttemptRow, root: Path) -> LogText:
     if not path.is_file():
         raise NotFound("the log file is not on this host")
     text, skipped = logfiles.read(
-        str(path), attempt.log_offset, attempt.log_length, tail=_tail_bytes()
+        str(path), attempt.log_offset, attempt.log_length, tail=tail_bytes
     )
     return LogText(path, text, skipped)
-
-
-def _tail_bytes() -> int:
-    """The package's setting, looked up on every read so that changing it there takes effect."""
-    from dagrun import webapp  # the package imports this module: look it up late
-
-    return webapp.LOG_TAIL_BYTES

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dagrun.store import views
+from dagrun.store import reads
 from dagrun.webapp.http import Request, Response
 
 if TYPE_CHECKING:
-    from dagrun.webapp.app import WebApp
+    from dagrun.webapp.app import Site
 
 
-def metrics(app: WebApp, request: Request) -> Response:
-    with app.store.read() as conn:
-        found = views.metrics(conn, app.store.now(conn))
+def metrics(site: Site, request: Request) -> Response:
+    with site.store.read() as conn:
+        found = reads.metrics(conn, site.store.now(conn))
     return Response(metrics_text(found).encode(), "text/plain; version=0.0.4; charset=utf-8")
 
 
-def metrics_text(m: views.Metrics) -> str:
+def metrics_text(m: reads.Metrics) -> str:
     """The Prometheus text exposition format (version 0.0.4)."""
     lines: list[str] = []
 

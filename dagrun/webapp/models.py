@@ -12,15 +12,51 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
+from dagrun.spec import DagSpec
 from dagrun.states import TaskState
-from dagrun.store import Store, queries, views
-from dagrun.store.queries import RunRow, TaskRow
-from dagrun.store.views import DagInfo, GridPage
+from dagrun.store import Store, reads
+from dagrun.store.reads import AttemptRow, DagRow, GridPage, RunRow, TaskRow
 from dagrun.webapp.formatting import fmt_duration, live_duration, local, utc
 from dagrun.webapp.paging import Paging
 from dagrun.webapp.urls import run_url
 
 RECENT_RUNS_PER_DAG = 14
+
+
+@dataclass(frozen=True)
+class DagInfo:
+    """A DAG as the page shows it: the registry's row and the next run it will get."""
+
+    row: DagRow
+    next_logical_date: datetime | None
+
+    @classmethod
+    def of(cls, row: DagRow, now: datetime) -> DagInfo:
+        return cls(row, row.spec.next_logical_date(row.cursor, now))
+
+    @property
+    def dag_id(self) -> str:
+        return self.row.dag_id
+
+    @property
+    def spec(self) -> DagSpec:
+        return self.row.spec
+
+    @property
+    def fileloc(self) -> str:
+        return self.row.fileloc
+
+    @property
+    def is_paused(self) -> bool:
+        return self.row.is_paused
+
+    @property
+    def is_active(self) -> bool:
+        return self.row.is_active
+
+    @property
+    def error(self) -> str | None:
+        return self.row.error
 
 
 @dataclass(frozen=True)
@@ -73,7 +109,7 @@ class TaskLine:
     task_id: str
     removed: bool
     instance: TaskRow | None
-    attempts: list[views.Attempt]
+    attempts: list[AttemptRow]
     duration: float | None
 
     @property
@@ -107,17 +143,23 @@ def read_dag_list(
     store: Store, conn: Connection
 ) -> tuple[list[DagInfo], dict[str, list[RunRow]], int]:
     """The DAGs, their recent runs and the import error count, inside the caller's read."""
-    infos = views.dag_infos(conn, store.now(conn))
-    recent = views.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
-    return infos, recent, views.import_error_count(conn)
+    now = store.now(conn)
+    infos = [DagInfo.of(row, now) for row in reads.active_dags(conn)]
+    recent = reads.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
+    return infos, recent, len(reads.import_errors(conn))
+
+
+def read_dag(store: Store, conn: Connection, dag_id: str) -> DagInfo:
+    """One DAG, active or not: runs outlive the file that made them, so their grid does too."""
+    return DagInfo.of(reads.get_dag(conn, dag_id, active=False), store.now(conn))
 
 
 def read_grid(store: Store, dag_id: str, paging: Paging) -> GridView:
     with store.read() as conn:
         now = store.now(conn)
-        info = views.dag_info(conn, dag_id, now)
-        page = views.grid_page(conn, dag_id, paging.before, paging.runs)
-        active = views.has_active_runs(conn, dag_id)
+        info = read_dag(store, conn, dag_id)
+        page = reads.grid_page(conn, dag_id, paging.before, paging.runs)
+        active = reads.has_active_runs(conn, dag_id)
     columns = grid_columns(info, page)
     rows = grid_rows(columns, page, _task_order(info, page.task_ids), now)
     return GridView(info, page, columns, rows, paging, active)
@@ -126,10 +168,10 @@ def read_grid(store: Store, dag_id: str, paging: Paging) -> GridView:
 def read_run(store: Store, dag_id: str, run_id: str) -> RunView:
     with store.read() as conn:
         now = store.now(conn)
-        info = views.dag_info(conn, dag_id, now)
-        run = queries.run_by_id(conn, dag_id, run_id)
-        instances = queries.task_instances(conn, [run.id])
-        attempts = views.run_attempts(conn, run.id)
+        info = read_dag(store, conn, dag_id)
+        run = reads.run_by_id(conn, dag_id, run_id)
+        instances = reads.task_instances(conn, [run.id])
+        attempts = reads.run_attempts(conn, run.id)
     return RunView(info, run, task_lines(info, instances, attempts, now))
 
 
@@ -175,7 +217,7 @@ def _grid_cell(task_id: str, column: GridColumn, page: GridPage, now: datetime) 
 
 
 def task_lines(
-    info: DagInfo, instances: list[TaskRow], attempts: dict[str, list[views.Attempt]], now: datetime
+    info: DagInfo, instances: list[TaskRow], attempts: dict[str, list[AttemptRow]], now: datetime
 ) -> list[TaskLine]:
     by_task = {t.task_id: t for t in instances}
     lines = []

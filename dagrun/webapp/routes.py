@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dagrun.webapp import api, metrics, pages
 from dagrun.webapp.http import NotFound, Response
 
-#: Called as ``handler(app, request, **params)`` with the path's named groups as params.
+#: Called as ``handler(site, request, **params)`` with the path's named groups as params.
 Handler = Callable[..., Response]
 
 _ID = r"(?P<{}>[A-Za-z0-9_.-]+)"

@@ -14,8 +14,8 @@ from datetime import datetime, timedelta
 
 from dagrun.scheduler import Scheduler
 from dagrun.states import AttemptOutcome
-from dagrun.store import Store, registry, transitions
-from dagrun.store.transitions import Outcome
+from dagrun.store import Store, attempts, registry
+from dagrun.store.attempts import Outcome
 
 
 def main(url: str, folder: str, epoch: str, sim_start: str, sim_end: str, speed: str) -> None:
@@ -33,14 +33,14 @@ def main(url: str, folder: str, epoch: str, sim_start: str, sim_end: str, speed:
         scheduler.tick()
         with store.write() as conn:
             now = store.now(conn)
-            claims = transitions.claim(conn, store.caps, owner, 50, 60, now)
+            claims = attempts.claim(conn, owner, 50, 60, now)
             outcomes = [
                 Outcome(
                     c.ti_id, c.run_pk, c.dag_id, c.task_id, c.fence_token, AttemptOutcome.SUCCESS
                 )
                 for c in claims
             ]
-            transitions.complete(conn, owner, outcomes, specs.bound(conn), now)
+            attempts.complete(conn, owner, outcomes, specs.bound(conn), now)
     store.dispose()
 
 

@@ -10,7 +10,7 @@ import pytest
 from sqlalchemy import func, select
 
 from dagrun.states import RunType
-from dagrun.store import Store, registry, transitions
+from dagrun.store import Store, reads, runs
 from dagrun.store.schema import task_attempt, task_instance
 from dagrun.sync import sync_dags
 from tests.helpers import start_cli, stop_process, wait_until, write_dag
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.slow
 TASKS_PER_RUN = 20
 
 
-def queue_many(store: Store, dags_dir, effects, runs: int) -> int:
-    """A DAG of independent tasks; ``runs`` runs created, admitted and started at once."""
+def queue_many(store: Store, dags_dir, effects, run_count: int) -> int:
+    """A DAG of independent tasks; ``run_count`` runs created, admitted and started at once."""
     write_dag(
         dags_dir,
         "wide.py",
@@ -42,24 +42,24 @@ def queue_many(store: Store, dags_dir, effects, runs: int) -> int:
     )
     sync_dags(store, str(dags_dir))
     with store.write() as conn:
-        spec = registry.get_dag(conn, "wide").spec
+        spec = reads.get_dag(conn, "wide").spec
         now = store.now(conn)
         first = datetime(2020, 1, 1, tzinfo=UTC)
-        last = datetime(2020, 1, runs, tzinfo=UTC) if runs <= 31 else None
+        last = datetime(2020, 1, run_count, tzinfo=UTC) if run_count <= 31 else None
         intervals = list(spec.timetable.intervals(first, last or datetime(2030, 1, 1, tzinfo=UTC)))
-        transitions.create_runs(conn, spec, intervals[:runs], RunType.BACKFILL, now)
-        transitions.admit_runs(conn, spec, 10**6, now)
-        transitions.start_runs(conn, spec, now)
+        runs.create_runs(conn, spec, intervals[:run_count], RunType.BACKFILL, now)
+        runs.admit_runs(conn, spec, 10**6, now)
+        runs.start_runs(conn, spec, now)
         return conn.execute(
             select(func.count()).where(task_instance.c.state == "queued")
         ).scalar_one()
 
 
-def drain(db_url, dags_dir, tmp_path, workers: int, runs: int) -> None:
+def drain(db_url, dags_dir, tmp_path, workers: int, run_count: int) -> None:
     store = Store(db_url)
     effects = tmp_path / "effects.log"
-    queued = queue_many(store, dags_dir, effects, runs)
-    assert queued == runs * TASKS_PER_RUN
+    queued = queue_many(store, dags_dir, effects, run_count)
+    assert queued == run_count * TASKS_PER_RUN
     env = {"DAGRUN_DB_URL": db_url, "DAGRUN_HOME": str(tmp_path / "home")}
     procs = [
         start_cli("worker", "-c", "2", "--poll", "0.1", env=env, log=tmp_path / f"w{i}.log")
@@ -93,8 +93,8 @@ def drain(db_url, dags_dir, tmp_path, workers: int, runs: int) -> None:
 
 
 def test_four_workers_on_postgres_run_2000_tasks_exactly_once(pg_url, dags_dir, tmp_path):
-    drain(pg_url, dags_dir, tmp_path, workers=4, runs=100)
+    drain(pg_url, dags_dir, tmp_path, workers=4, run_count=100)
 
 
 def test_two_workers_on_sqlite_run_2000_tasks_exactly_once(sqlite_url, dags_dir, tmp_path):
-    drain(sqlite_url, dags_dir, tmp_path, workers=2, runs=100)
+    drain(sqlite_url, dags_dir, tmp_path, workers=2, run_count=100)

@@ -12,7 +12,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
-from dagrun.store import Store, registry
+from dagrun.store import Store, reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
 from dagrun.sync import sync_dags
 from tests.helpers import start_cli, stop_process, wait_until, write_dag
@@ -38,7 +38,7 @@ def runs_by_dag(store: Store) -> dict[str, list[datetime]]:
 
 def expected_dates(store: Store, now: datetime) -> dict[str, list[datetime]]:
     with store.read() as conn:
-        specs = [row.spec for row in registry.active_dags(conn)]
+        specs = [row.spec for row in reads.active_dags(conn)]
     return {
         s.dag_id: [i.start for i in s.timetable.due_intervals(None, now, catchup=True)]
         for s in specs

@@ -1,10 +1,12 @@
-"""The pool: whole messages off a child's pipe however the bytes arrive, which jobs may share
+"""Worker children: whole messages off a child's pipe however the bytes arrive, which jobs may share
 a child's inbox, and what a child that dies leaves behind. Timeouts and crashes under a real
 worker are in tests/test_worker.py and tests/faults/test_child_crashes.py."""
 
 from __future__ import annotations
 
 import multiprocessing
+import os
+import pickle
 import struct
 import threading
 import time
@@ -13,23 +15,35 @@ from collections import deque
 import pytest
 
 from dagrun import logfiles
-from dagrun.pool import Child, Job, Pool, _frame, batch
+from dagrun.children import Child, Job, Pool, batch, read_frames
 from dagrun.states import AttemptOutcome
 from tests.helpers import attempt_request, write_dag
 
 
-def test_a_frame_is_found_only_once_it_is_whole():
-    body = b"x" * 10
-    data = bytearray(struct.pack("!i", len(body)) + body + b"next")
-    assert _frame(data) == (4, 14)
-    assert _frame(bytearray(data[:13])) is None
-    assert _frame(bytearray(b"\x00\x00")) is None
+def framed(message: object) -> bytes:
+    """``message`` as ``Connection.send`` writes it to the pipe."""
+    ours, theirs = multiprocessing.Pipe()
+    theirs.send(message)
+    raw = os.read(ours.fileno(), 1 << 16)  # a small message arrives in one read
+    ours.close()
+    theirs.close()
+    return raw
+
+
+def test_a_frame_is_taken_only_once_it_is_whole():
+    data = framed(("done", 1)) + framed(("done", 2))
+    received = bytearray(data[:-1])
+    assert read_frames(received) == [("done", 1)]
+    assert read_frames(received) == []  # the second one is one byte short
+    received += data[-1:]
+    assert read_frames(received) == [("done", 2)] and not received
 
 
 def test_a_huge_frame_uses_the_long_header():
-    data = bytearray(struct.pack("!i", -1) + struct.pack("!Q", 3) + b"abc")
-    assert _frame(data) == (12, 15)
-    assert _frame(bytearray(data[:11])) is None
+    body = pickle.dumps("abc")
+    received = bytearray(struct.pack("!i", -1) + struct.pack("!Q", len(body)) + body)
+    assert read_frames(bytearray(received[:11])) == []
+    assert read_frames(received) == ["abc"]
 
 
 def reader_of(conn) -> Child:

@@ -1,0 +1,194 @@
+"""Run a set of runs of one DAG to their end, in this process: ``dagrun run`` and backfill.
+
+The driver owns an embedded worker and watches it from a thread of its own. Admission is
+the driver's: its runs within its limit (``--max-active-runs``, newest first with
+``--reverse``), done in the worker's commit hook when runs end, so the next runs' first
+tasks are claimed in the same transaction, and on the watch thread's interval for anything
+else (a slot freed elsewhere). The watch thread also shows progress, spots runs that cannot
+go on (``depends_on_past`` tasks waiting on a past that did not succeed) and stops the
+worker when every run has ended.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection
+
+from dagrun.errors import StoreError
+from dagrun.progress import Progress
+from dagrun.spec import DagSpec
+from dagrun.states import RunState
+from dagrun.store import Store, pools, reads, registry, runs
+from dagrun.store.attempts import Completion
+from dagrun.store.engine import Backoff
+from dagrun.worker import Worker, WorkerOptions, WorkerStats
+
+log = logging.getLogger("dagrun.driver")
+
+
+@dataclass
+class DriveResult:
+    runs: Counter = field(default_factory=Counter)
+    tasks: Counter = field(default_factory=Counter)
+    seconds: float = 0.0
+    worker: WorkerStats | None = None
+    interrupted: bool = False
+    stuck: list[datetime] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return self.runs.get(RunState.FAILED.value, 0) > 0 or self.interrupted or bool(self.stuck)
+
+
+class RunDriver:
+    """Run ``run_pks`` (runs of ``spec``) to their end with an embedded worker."""
+
+    def __init__(
+        self,
+        store: Store,
+        spec: DagSpec,
+        run_pks: list[int],
+        *,
+        max_active_runs: int | None = None,
+        workers: int | None = None,
+        reverse: bool = False,
+        progress: Progress | None = None,
+        worker_options: WorkerOptions | None = None,
+        watch_interval: float = 0.5,
+    ):
+        self.store = store
+        self.spec = spec
+        self.run_pks = run_pks
+        self.max_active = max_active_runs or spec.max_active_runs
+        self.reverse = reverse
+        self.progress = progress
+        self.options = worker_options or WorkerOptions()
+        if workers:
+            self.options.concurrency = workers
+        self.watch_interval = watch_interval
+        self.specs = registry.SpecCache()
+        self.worker = Worker(store, self.options, on_commit=self._after_commit)
+        self._finished = False
+        self._stuck: list[datetime] = []
+        self._watching = threading.Event()
+        self._warned_pools: set[str] = set()
+
+    def run(self) -> DriveResult:
+        started = time.monotonic()
+        with self.store.write() as conn:
+            self._admit(conn, self.store.now(conn))
+        watcher = threading.Thread(target=self._watch, name="dagrun-driver", daemon=True)
+        watcher.start()
+        try:
+            stats = self.worker.run()
+        finally:
+            self._watching.set()
+            watcher.join(10)
+        result = self.summary()
+        result.seconds = time.monotonic() - started
+        result.worker = stats
+        result.stuck = self._stuck
+        result.interrupted = not (self._finished or self._stuck)
+        return result
+
+    def stop(self) -> None:
+        """Stop cleanly (signal-safe); a second call stops at once."""
+        self.worker.stop()
+
+    def _admit(self, conn: Connection, now: datetime) -> list[int]:
+        """Admit this driver's waiting runs within its limit and start the due ones."""
+        spec = self.spec = self.specs.get(conn, self.spec.dag_id)
+        return runs.admit_and_start(
+            conn,
+            spec,
+            now,
+            max_active=self.max_active,
+            newest_first=self.reverse,
+            run_pks=self.run_pks,
+        )
+
+    def _after_commit(self, conn: Connection, completion: Completion, now: datetime) -> None:
+        """The worker's commit hook: runs ended, so admit the next ones; stop when all are
+        done."""
+        self._admit(conn, now)
+        if reads.all_finished(conn, self.run_pks):
+            self._finished = True
+            self.worker.stop()
+
+    def _watch(self) -> None:
+        backoff = Backoff()
+        wait = 0.0  # a first look at once: progress shows from the start
+        while not self._watching.wait(wait):
+            try:
+                self._look()
+            except StoreError as exc:
+                wait = backoff.next()
+                health = self.store.health
+                try:
+                    if health is not None:
+                        health.check()
+                except StoreError as fatal:
+                    self.worker.fail(fatal)
+                    return
+                if health is None or not health.down:
+                    log.warning("could not look at the runs, retrying: %s", exc)
+                continue
+            backoff.reset()
+            wait = self.watch_interval
+
+    def _look(self) -> None:
+        """One look: admit, spot stuck runs, warn of missing pools, show progress, and stop
+        the worker when nothing is left to do."""
+        with self.store.write() as conn:
+            if self._admit(conn, self.store.now(conn)):
+                self.worker.wake()
+            self._warn_missing_pools(pools.missing_pools(conn))
+        with self.store.read() as conn:
+            self._finished = reads.all_finished(conn, self.run_pks)
+            self._stuck = [] if self._finished else self._find_stuck(conn)
+        if self._finished or self._stuck:
+            self.worker.stop()
+        if self.progress is not None and self.progress.due():
+            self.progress.update(self.summary())
+
+    def _find_stuck(self, conn: Connection) -> list[datetime]:
+        """The logical dates of runs that wait on a past that did not succeed while nothing
+        else can move: only ``--rerun-failed`` (after fixing the cause) or ``clear`` helps."""
+        dag_id = self.spec.dag_id
+        if reads.has_pending_tasks(conn, dag_id):
+            return []
+        if reads.runs_in_state(conn, self.run_pks, RunState.QUEUED):
+            return []
+        free = self.max_active - runs.count_active_runs(conn, dag_id)
+        options = {"newest_first": self.reverse, "run_pks": self.run_pks}
+        if runs.admissible(conn, self.spec, free, **options):
+            return []
+        waiting = reads.runs_in_state(conn, self.run_pks, RunState.WAITING)
+        blocked = reads.runs_in_state(conn, self.run_pks, RunState.RUNNING) + waiting
+        return sorted(reads.run_by_pk(conn, pk).logical_date for pk in blocked)
+
+    def _warn_missing_pools(self, missing: list[str]) -> None:
+        """Warn of a missing pool only if this DAG's tasks name it."""
+        ours = {t.pool for t in self.spec.tasks if t.pool}
+        for name in sorted(set(missing) & ours - self._warned_pools):
+            self._warned_pools.add(name)
+            log.warning(
+                "tasks of %s wait for pool '%s', which does not exist: create it with "
+                "`dagrun pools set %s SLOTS`",
+                self.spec.dag_id,
+                name,
+                name,
+            )
+
+    def summary(self) -> DriveResult:
+        with self.store.read() as conn:
+            return DriveResult(
+                runs=reads.run_state_counts(conn, self.run_pks),
+                tasks=reads.task_state_counts(conn, self.run_pks),
+            )

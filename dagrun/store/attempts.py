@@ -1,0 +1,426 @@
+"""Attempts through their life: claim -> run -> complete (success, retry, failed), with leases.
+
+A claim is a short transaction committed before any task runs: the task instance becomes
+``running``, leased to the worker until a deadline, with its try number and fence token
+raised, and the attempt opens in the history. The worker extends its leases by heartbeat;
+completion is a guarded update on owner and fence, so an attempt that lost its lease
+changes nothing: its result is kept in the history as stale and discarded. Failures are
+the task's own (counted against ``retries``) or the infrastructure's (an unwritable log, a
+child lost before the attempt started: counted against the infrastructure budget that lost
+leases also use). The statements are in ``statements.py``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from sqlalchemy import Connection
+
+from dagrun.errors import LeaseLost
+from dagrun.logfiles import LogRange
+from dagrun.retry import backoff_delay
+from dagrun.spec import TaskSpec
+from dagrun.states import AttemptOutcome, TaskState
+from dagrun.store import pools, runs, sql
+from dagrun.store import statements as q
+from dagrun.store.runs import SpecLookup
+
+#: Lost leases, lost children and unwritable logs a task instance may suffer before it
+#: fails for good: infrastructure failures, kept apart from the task's own ``retries``.
+DEFAULT_INFRA_BUDGET = 3
+
+
+@dataclass(frozen=True)
+class Claim:
+    """A task instance this worker now holds, with what the attempt needs to run."""
+
+    ti_id: int
+    run_pk: int
+    dag_id: str
+    task_id: str
+    try_number: int
+    fence_token: int
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    conf: dict = field(default_factory=dict)
+    failures: int = 0
+    infra_failures: int = 0
+
+
+def claim(
+    conn: Connection,
+    owner: str,
+    limit: int,
+    lease_seconds: float,
+    now: datetime,
+    known_runs: dict[int, Any] | None = None,
+) -> list[Claim]:
+    """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1.
+
+    Tasks without a pool first; then, for each pool with queued tasks, as many as its free
+    slots allow (``pools.claim_pooled``). ``known_runs`` (run pk -> row) is the caller's cache
+    of what a run's attempts need: that never changes after the run is created, so each run
+    is read once per worker.
+    """
+    if limit <= 0:
+        return []
+    params = {"b_owner": owner, "b_until": now + timedelta(seconds=lease_seconds), "b_now": now}
+    rows = sql.rows(conn, q.CLAIM, {**params, "b_limit": limit})
+    if len(rows) < limit:
+        rows += pools.claim_pooled(conn, limit - len(rows), params)
+    if not rows:
+        return []
+    sql.execute_many(
+        conn,
+        q.INSERT_ATTEMPT,
+        [
+            {
+                "b_ti_id": r.id,
+                "b_run_pk": r.run_pk,
+                "b_dag_id": r.dag_id,
+                "b_task_id": r.task_id,
+                "b_try": r.try_number,
+                "b_fence": r.fence_token,
+                "b_owner": owner,
+                "b_now": now,
+            }
+            for r in rows
+        ],
+    )
+    facts = _run_facts(conn, {r.run_pk for r in rows}, {} if known_runs is None else known_runs)
+    return [_claim_from(r, facts[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
+
+
+def _run_facts(conn: Connection, run_pks: set[int], known: dict[int, Any]) -> dict[int, Any]:
+    """The claimed runs' ids, dates and conf: from ``known``, reading the others."""
+    if len(known) > 10_000:  # a long-lived worker keeps only recent runs
+        known.clear()
+    missing = sorted(run_pks - known.keys())
+    if missing:
+        known.update((r.id, r) for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": missing}))
+    return known
+
+
+def _claim_from(row: Any, run: Any) -> Claim:
+    return Claim(
+        ti_id=row.id,
+        run_pk=row.run_pk,
+        dag_id=row.dag_id,
+        task_id=row.task_id,
+        try_number=row.try_number,
+        fence_token=row.fence_token,
+        run_id=run.run_id,
+        logical_date=run.logical_date,
+        data_interval_start=run.data_interval_start,
+        data_interval_end=run.data_interval_end,
+        conf=json.loads(run.conf) if run.conf else {},
+        failures=row.failures,
+        infra_failures=row.infra_failures,
+    )
+
+
+def upstream_values(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> dict[str, Any]:
+    """The return values of upstream tasks in the same run (TaskFlow data passing)."""
+    task_ids = list(task_ids)
+    if not task_ids:
+        return {}
+    rows = sql.tuples(conn, q.UPSTREAM_VALUES, {"b_run_pk": run_pk, "b_task_ids": task_ids})
+    return {task_id: json.loads(value) if value else None for task_id, value in rows}
+
+
+def extend_leases(
+    conn: Connection,
+    owner: str,
+    leases: Iterable[tuple[int, int]],
+    lease_seconds: float,
+    now: datetime,
+) -> set[tuple[int, int]]:
+    """Heartbeat: push out the leases still held; returns the (ti_id, fence) pairs lost."""
+    leases = set(leases)
+    if not leases:
+        return set()
+    kept = sql.tuples(
+        conn,
+        q.EXTEND_LEASES,
+        {
+            "b_ti_ids": sorted({ti_id for ti_id, _ in leases}),
+            "b_owner": owner,
+            "b_until": now + timedelta(seconds=lease_seconds),
+        },
+    )
+    return leases - {(ti_id, fence) for ti_id, fence in kept}
+
+
+# ---------------------------------------------------------------- complete
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """How one attempt ended, as reported by the worker that ran it."""
+
+    ti_id: int
+    run_pk: int
+    dag_id: str
+    task_id: str
+    fence_token: int
+    outcome: AttemptOutcome
+    error: str | None = None
+    return_value: str | None = None
+    duration: float = 0.0
+    log: LogRange | None = None
+    failures: int = 0
+    infra_failures: int = 0
+
+    @classmethod
+    def of(cls, claim: Claim, outcome: AttemptOutcome, **result: Any) -> Outcome:
+        return cls(
+            ti_id=claim.ti_id,
+            run_pk=claim.run_pk,
+            dag_id=claim.dag_id,
+            task_id=claim.task_id,
+            fence_token=claim.fence_token,
+            outcome=outcome,
+            failures=claim.failures,
+            infra_failures=claim.infra_failures,
+            **result,
+        )
+
+
+@dataclass
+class Completion:
+    """What ``complete`` did: accepted outcomes, stale ones, and the runs it advanced."""
+
+    accepted: list[Outcome] = field(default_factory=list)
+    stale: list[Outcome] = field(default_factory=list)
+    retrying: list[Outcome] = field(default_factory=list)
+    dead: list[Outcome] = field(default_factory=list)
+    finished_runs: list[int] = field(default_factory=list)
+
+
+def complete(
+    conn: Connection,
+    owner: str,
+    outcomes: Iterable[Outcome],
+    spec_for: SpecLookup,
+    now: datetime,
+    infra_budget: int = DEFAULT_INFRA_BUDGET,
+) -> Completion:
+    """Record finished attempts (fenced), schedule retries, and advance their runs.
+
+    Many outcomes share one transaction (a group commit); successes are written with one
+    batched statement. An outcome whose lease was lost changes no task state: it is kept
+    in the attempt history as stale and discarded.
+    """
+    outcomes = list(outcomes)
+    states = _succeed(
+        conn, owner, [o for o in outcomes if o.outcome == AttemptOutcome.SUCCESS], now
+    )
+    for o in outcomes:
+        if o.outcome != AttemptOutcome.SUCCESS:
+            task = spec_for(o.dag_id).task_map.get(o.task_id)
+            states[o.ti_id] = _fail(conn, owner, o, task, now, infra_budget)
+    result = Completion()
+    touched: dict[int, str] = {}
+    for o in outcomes:
+        state = states[o.ti_id]
+        if state is None:
+            result.stale.append(o)
+            continue
+        result.accepted.append(o)
+        if state == TaskState.UP_FOR_RETRY:
+            result.retrying.append(o)
+            continue
+        if state == TaskState.FAILED:
+            result.dead.append(o)
+        touched[o.run_pk] = o.dag_id
+    _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
+    touched.update(_next_runs_waiting_on_past(conn, result.accepted, spec_for))
+    decided = runs.advance_runs(conn, {pk: spec_for(d) for pk, d in touched.items()}, now)
+    result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
+    return result
+
+
+def _next_runs_waiting_on_past(
+    conn: Connection, finished: list[Outcome], spec_for: SpecLookup
+) -> list[tuple[int, str]]:
+    """The next runs (by logical date) of runs where a ``depends_on_past`` task just ended:
+    their instance of that task may be ready now, and nothing else would look at them."""
+    found = set()
+    for o in finished:
+        task = spec_for(o.dag_id).task_map.get(o.task_id)
+        if task is not None and task.depends_on_past:
+            nxt = runs.next_run(conn, o.dag_id, o.run_pk)
+            if nxt is not None:
+                found.add((nxt, o.dag_id))
+    return sorted(found)
+
+
+def _succeed(
+    conn: Connection, owner: str, outcomes: list[Outcome], now: datetime
+) -> dict[int, TaskState | None]:
+    """One batched guarded update for all successes; the rows it missed lost their lease."""
+    if not outcomes:
+        return {}
+    done = sql.execute_many(
+        conn,
+        q.COMPLETE_SUCCESS,
+        [
+            {
+                "b_ti_id": o.ti_id,
+                "b_fence": o.fence_token,
+                "b_owner": owner,
+                "b_now": now,
+                "b_duration": o.duration,
+                "b_value": o.return_value,
+            }
+            for o in outcomes
+        ],
+    )
+    if done == len(outcomes):
+        return dict.fromkeys((o.ti_id for o in outcomes), TaskState.SUCCESS)
+    rows = sql.rows(conn, q.HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
+    ours = {(r.id, r.fence_token) for r in rows if r.state == TaskState.SUCCESS.value}
+    return {
+        o.ti_id: TaskState.SUCCESS if (o.ti_id, o.fence_token) in ours else None for o in outcomes
+    }
+
+
+def _fail(
+    conn: Connection,
+    owner: str,
+    outcome: Outcome,
+    task: TaskSpec | None,
+    now: datetime,
+    infra_budget: int,
+) -> TaskState | None:
+    """The guarded update of a failed attempt: a retry later, or failed for good. The new
+    counts come from the claim's, which no one else can change while this attempt holds
+    the task instance."""
+    infra = outcome.outcome == AttemptOutcome.INFRA_FAILED
+    failures = outcome.failures + (0 if infra else 1)
+    infra_failures = outcome.infra_failures + (1 if infra else 0)
+    if infra:
+        final = infra_failures > infra_budget
+    else:
+        retries = task.retries if task else 0
+        final = outcome.outcome == AttemptOutcome.NON_RETRYABLE or failures > retries
+    retry_at = None
+    if not final and task is not None:
+        delay = backoff_delay(
+            infra_failures if infra else failures,
+            task.retry_delay,
+            task.max_retry_delay,
+            task.retry_exponential_backoff,
+        )
+        retry_at = now + timedelta(seconds=delay)
+    state = TaskState.FAILED if final or task is None else TaskState.UP_FOR_RETRY
+    changed = sql.tuples(
+        conn,
+        q.COMPLETE_FAILURE,
+        {
+            "b_ti_id": outcome.ti_id,
+            "b_fence": outcome.fence_token,
+            "b_owner": owner,
+            "b_now": now,
+            "b_state": state.value,
+            "b_failures": failures,
+            "b_infra_failures": infra_failures,
+            "b_retry_at": retry_at,
+            "b_duration": outcome.duration,
+            "b_error": outcome.error,
+        },
+    )
+    return state if changed else None
+
+
+def _record_attempts(
+    conn: Connection, outcomes: list[Outcome], stale: set[int], now: datetime
+) -> None:
+    """Give every attempt its one outcome. A stale result whose attempt was already ended
+    (a reaped lease) is kept beside that outcome instead of over it."""
+    if not outcomes:
+        return
+    late = [o for o in outcomes if o.ti_id in stale]
+    sql.execute_many(
+        conn,
+        q.NOTE_LATE_RESULT,
+        [{**_attempt_key(o), **_log_params(o.log), "b_late": _stale_reason(o)} for o in late],
+    )
+    sql.execute_many(
+        conn,
+        q.END_ATTEMPT,
+        [
+            {
+                **_attempt_key(o),
+                **_log_params(o.log),
+                "b_outcome": (AttemptOutcome.STALE if o.ti_id in stale else o.outcome).value,
+                "b_error": _stale_reason(o) if o.ti_id in stale else o.error,
+                "b_now": now,
+            }
+            for o in outcomes
+        ],
+    )
+
+
+def _attempt_key(o: Outcome) -> dict[str, int]:
+    return {"b_ti_id": o.ti_id, "b_fence": o.fence_token}
+
+
+def _log_params(log: LogRange | None) -> dict[str, Any]:
+    return {
+        "b_log": log.path if log else None,
+        "b_log_offset": log.offset if log else None,
+        "b_log_length": log.length if log else None,
+    }
+
+
+def _stale_reason(outcome: Outcome) -> str:
+    error = f": {outcome.error}" if outcome.error else ""
+    return (
+        f"finished as {outcome.outcome.value}{error} after its lease was lost "
+        f"(fence token {outcome.fence_token}); result discarded"
+    )
+
+
+def release(
+    conn: Connection, owner: str, leases: Iterable[tuple[int, int]], now: datetime, reason: str
+) -> int:
+    """Give held task instances back to the queue at once (graceful shutdown)."""
+    count = 0
+    for ti_id, fence in leases:
+        key = {"b_ti_id": ti_id, "b_fence": fence}
+        if sql.execute(conn, q.RELEASE, {**key, "b_owner": owner, "b_now": now}).rowcount:
+            count += 1
+            outcome = {"b_outcome": AttemptOutcome.RELEASED.value, "b_error": reason, "b_now": now}
+            sql.execute(conn, q.END_ATTEMPT, {**key, **_log_params(None), **outcome})
+    if count:
+        runs.announce_work(conn)
+    return count
+
+
+# ---------------------------------------------------------------- partitions: fenced writes
+
+
+def check_lease(conn: Connection, ti_id: int, fence_token: int, now: datetime) -> None:
+    """Lock the task instance and raise ``LeaseLost`` unless this attempt still holds it:
+    its fence, and a lease that has not run out (an attempt paused past its lease has lost
+    the task even before the reaper hands it on)."""
+    params = {"b_ti_id": ti_id, "b_fence": fence_token, "b_now": now}
+    if not sql.tuples(conn, q.CHECK_LEASE, params):
+        raise LeaseLost(ti_id, fence_token)
+
+
+def record_partition_write(conn: Connection, **values: Any) -> None:
+    """Record a fenced partition write (see ``partitions``); ``values`` name the columns."""
+    sql.execute(conn, q.INSERT_PARTITION_WRITE, {f"b_{k}": v for k, v in values.items()})
+
+
+def run_pk_of(conn: Connection, ti_id: int) -> int:
+    """The run a task instance belongs to (a partition write records it)."""
+    return sql.scalar(conn, q.RUN_OF_TASK, {"b_ti_id": ti_id})

@@ -1,0 +1,599 @@
+"""Every read the command line, the web page and the runtime's own loops make.
+
+Nothing here changes state or locks a row. Each read is batched (one statement per view,
+never one per row or cell) and served by an index, so a DAG with ten thousand runs reads as
+fast as a new one; the web page reads inside one short read transaction (a WAL snapshot on
+SQLite) and renders after it ends.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass, fields
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection, func, select, union_all
+
+from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound
+from dagrun.spec import DagSpec, spec_from
+from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
+from dagrun.store import sql
+from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt
+from dagrun.store.schema import task_instance as ti
+
+#: SQLite refuses compound SELECTs of more than 500 terms; stay well below.
+_UNION_CHUNK = 200
+_ACTIVE = [s.value for s in ACTIVE_RUN_STATES]
+_UNFINISHED = [s.value for s in (RunState.WAITING, RunState.QUEUED, RunState.RUNNING)]
+_PENDING = [s.value for s in (TaskState.QUEUED, TaskState.RUNNING, TaskState.UP_FOR_RETRY)]
+
+
+def _columns(table, row_type) -> list:
+    return [table.c[f.name] for f in fields(row_type)]
+
+
+# ---------------------------------------------------------------- DAGs and files
+
+
+@dataclass(frozen=True)
+class KnownFile:
+    path: str
+    content_hash: str
+    dag_ids: tuple[str, ...]
+    error: str | None
+    error_line: int | None
+    depends_on: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class DagRow:
+    """A DAG as the registry holds it; ``error`` is its file's import error while the file
+    fails (the DAG then runs as last parsed)."""
+
+    dag_id: str
+    fileloc: str
+    is_paused: bool
+    is_active: bool
+    spec: DagSpec
+    cursor: datetime | None
+    error: str | None = None
+
+
+def known_files(conn: Connection) -> dict[str, KnownFile]:
+    rows = sql.rows(
+        conn,
+        select(
+            dag_file.c.path,
+            dag_file.c.content_hash,
+            dag_file.c.dag_ids,
+            dag_file.c.error,
+            dag_file.c.error_line,
+            dag_file.c.depends_on,
+        ),
+    )
+    return {
+        r.path: KnownFile(
+            r.path,
+            r.content_hash,
+            tuple(json.loads(r.dag_ids)),
+            r.error,
+            r.error_line,
+            tuple(json.loads(r.depends_on or "[]")),
+        )
+        for r in rows
+    }
+
+
+def import_errors(conn: Connection) -> list[KnownFile]:
+    stmt = (
+        select(dag_file.c.path, dag_file.c.content_hash, dag_file.c.error, dag_file.c.error_line)
+        .where(dag_file.c.error.is_not(None))
+        .order_by(dag_file.c.path)
+    )
+    return [
+        KnownFile(r.path, r.content_hash, (), r.error, r.error_line) for r in sql.rows(conn, stmt)
+    ]
+
+
+def good_source(conn: Connection, path: str) -> str | None:
+    """The source of ``path``'s last parse that succeeded (what runs while the file fails)."""
+    return sql.scalar(conn, select(dag_file.c.good_source).where(dag_file.c.path == path))
+
+
+_DAG_SELECT = select(
+    dag.c.dag_id,
+    dag.c.fileloc,
+    dag.c.is_paused,
+    dag.c.is_active,
+    dag.c.spec_hash,
+    dag.c.spec,
+    dag.c.next_logical_date,
+    dag_file.c.error,
+).outerjoin(dag_file, dag_file.c.path == dag.c.fileloc)
+
+
+def _dag_row(r) -> DagRow:
+    spec = spec_from(r.spec_hash, r.spec)
+    return DagRow(
+        r.dag_id,
+        r.fileloc,
+        bool(r.is_paused),
+        bool(r.is_active),
+        spec,
+        r.next_logical_date,
+        r.error,
+    )
+
+
+def active_dags(conn: Connection) -> list[DagRow]:
+    stmt = _DAG_SELECT.where(dag.c.is_active.is_(True)).order_by(dag.c.dag_id)
+    return [_dag_row(r) for r in sql.rows(conn, stmt)]
+
+
+def get_dag(conn: Connection, dag_id: str, *, active: bool = True) -> DagRow:
+    """One DAG; ``active=False`` also finds a DAG whose file no longer defines it (its runs
+    outlive the file)."""
+    stmt = _DAG_SELECT.where(dag.c.dag_id == dag_id)
+    if active:
+        stmt = stmt.where(dag.c.is_active.is_(True))
+    row = sql.first(conn, stmt)
+    if row is None:
+        raise DagNotFound(dag_id)
+    return _dag_row(row)
+
+
+def load_spec(conn: Connection, dag_id: str) -> DagSpec:
+    """The stored spec of a DAG, active or not (runs outlive the file that made them)."""
+    row = sql.first(conn, select(dag.c.spec_hash, dag.c.spec).where(dag.c.dag_id == dag_id))
+    if row is None:
+        raise DagNotFound(dag_id)
+    return spec_from(row.spec_hash, row.spec)
+
+
+def active_dag_ids(conn: Connection) -> list[str]:
+    return sql.scalars(conn, select(dag.c.dag_id).where(dag.c.is_active.is_(True)))
+
+
+# ---------------------------------------------------------------- runs
+
+
+@dataclass(frozen=True)
+class RunRow:
+    id: int
+    dag_id: str
+    run_id: str
+    logical_date: datetime
+    data_interval_start: datetime
+    data_interval_end: datetime
+    run_type: str
+    state: str
+    created_at: datetime
+    start_date: datetime | None
+    end_date: datetime | None
+
+    @property
+    def duration(self) -> float | None:
+        if self.start_date and self.end_date:
+            return (self.end_date - self.start_date).total_seconds()
+        return None
+
+
+_RUNS = select(*_columns(dag_run, RunRow))
+
+
+def _run_rows(conn: Connection, stmt) -> list[RunRow]:
+    return [RunRow(*r) for r in sql.tuples(conn, stmt)]
+
+
+def runs(
+    conn: Connection,
+    dag_id: str,
+    *,
+    state: str | None = None,
+    limit: int | None = None,
+    before: datetime | None = None,
+    newest_first: bool = False,
+) -> list[RunRow]:
+    stmt = _RUNS.where(dag_run.c.dag_id == dag_id)
+    if state:
+        stmt = stmt.where(dag_run.c.state == state)
+    if before is not None:
+        stmt = stmt.where(dag_run.c.logical_date < before)
+    stmt = stmt.order_by(dag_run.c.logical_date.desc() if newest_first else dag_run.c.logical_date)
+    return _run_rows(conn, stmt.limit(limit) if limit else stmt)
+
+
+def runs_between(conn: Connection, dag_id: str, start: datetime, end: datetime) -> list[RunRow]:
+    stmt = _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date.between(start, end))
+    return _run_rows(conn, stmt.order_by(dag_run.c.logical_date))
+
+
+def run_by_id(conn: Connection, dag_id: str, run_id: str) -> RunRow:
+    found = _run_rows(conn, _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.run_id == run_id))
+    if not found:
+        raise RunNotFound(dag_id, f"with run id '{run_id}'")
+    return found[0]
+
+
+def run_by_date(conn: Connection, dag_id: str, logical_date: datetime) -> RunRow:
+    stmt = _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date == logical_date)
+    found = _run_rows(conn, stmt)
+    if not found:
+        raise RunNotFound(dag_id, f"at {logical_date.isoformat()}")
+    return found[0]
+
+
+def run_by_pk(conn: Connection, pk: int) -> RunRow:
+    return _run_rows(conn, _RUNS.where(dag_run.c.id == pk))[0]
+
+
+def runs_in_state(conn: Connection, run_pks: list[int], state: RunState) -> list[int]:
+    """Which of these runs are in ``state``, oldest logical date first.
+
+    Reads the runs in that state (an index search) and keeps the wanted ones here: a backfill
+    asks this for hundreds of runs several times a second, and a long ``IN`` list costs more
+    to build than the few rows it saves."""
+    if not run_pks:
+        return []
+    wanted = set(run_pks)
+    stmt = select(dag_run.c.id).where(dag_run.c.state == state.value)
+    return [pk for pk in sql.scalars(conn, stmt.order_by(dag_run.c.logical_date)) if pk in wanted]
+
+
+def all_finished(conn: Connection, run_pks: list[int]) -> bool:
+    """Whether every one of these runs has ended (see ``runs_in_state`` on why no IN list)."""
+    unfinished = select(dag_run.c.id).where(dag_run.c.state.in_(_UNFINISHED))
+    return not set(run_pks) & set(sql.scalars(conn, unfinished))
+
+
+def run_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
+    return _counts(conn, dag_run.c.state, dag_run.c.id.in_(run_pks)) if run_pks else Counter()
+
+
+def task_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
+    return _counts(conn, ti.c.state, ti.c.run_pk.in_(run_pks)) if run_pks else Counter()
+
+
+def _counts(conn: Connection, column, *where) -> Counter:
+    stmt = select(column, func.count()).where(*where).group_by(column)
+    return Counter(dict(sql.tuples(conn, stmt)))
+
+
+def has_pending_tasks(conn: Connection, dag_id: str) -> bool:
+    """Whether a task of the DAG, in any run, is queued, running or waiting for a retry."""
+    busy = select(ti.c.id).where(ti.c.dag_id == dag_id, ti.c.state.in_(_PENDING)).limit(1)
+    return bool(sql.tuples(conn, busy))
+
+
+def has_active_runs(conn: Connection, dag_id: str | None = None) -> bool:
+    """Whether any run (of one DAG, or of any) is queued or running: the page then refreshes."""
+    stmt = select(dag_run.c.id).where(dag_run.c.state.in_(_ACTIVE)).limit(1)
+    if dag_id is not None:
+        stmt = stmt.where(dag_run.c.dag_id == dag_id)
+    return bool(sql.tuples(conn, stmt))
+
+
+def recent_runs(conn: Connection, dag_ids: list[str], per_dag: int) -> dict[str, list[RunRow]]:
+    """The newest ``per_dag`` runs of each DAG (oldest first), in one statement per 200 DAGs.
+
+    A UNION ALL of per-DAG ``ORDER BY logical_date DESC LIMIT n`` reads only those rows
+    through the (dag_id, logical_date) key; a window function would read every run.
+    """
+    found: dict[str, list[RunRow]] = {d: [] for d in dag_ids}
+    for start in range(0, len(dag_ids), _UNION_CHUNK):
+        parts = [
+            _RUNS.where(dag_run.c.dag_id == dag_id)
+            .order_by(dag_run.c.logical_date.desc())
+            .limit(per_dag)
+            .subquery()
+            .select()
+            for dag_id in dag_ids[start : start + _UNION_CHUNK]
+        ]
+        if parts:
+            for row in _run_rows(conn, union_all(*parts)):
+                found[row.dag_id].append(row)
+    for found_runs in found.values():
+        found_runs.sort(key=lambda r: r.logical_date)
+    return found
+
+
+def run_page(
+    conn: Connection, dag_id: str, before: datetime | None, limit: int, state: str | None = None
+) -> tuple[list[RunRow], datetime | None]:
+    """The ``limit`` newest runs before ``before`` (oldest first) and the older page's cursor.
+
+    One statement through the (dag_id, logical_date) key; its extra row tells whether older
+    runs exist, so paging deep into a long history costs what the first page costs.
+    """
+    rows = runs(conn, dag_id, state=state, limit=limit + 1, before=before, newest_first=True)
+    page = list(reversed(rows[:limit]))
+    return page, page[0].logical_date if len(rows) > limit else None
+
+
+# ---------------------------------------------------------------- task instances
+
+
+@dataclass(frozen=True)
+class TaskRow:
+    id: int
+    run_pk: int
+    task_id: str
+    state: str
+    try_number: int
+    max_tries: int
+    start_date: datetime | None
+    end_date: datetime | None
+    duration: float | None
+    last_error: str | None
+    fence_token: int
+    lease_owner: str | None
+
+
+_TASKS = select(*_columns(ti, TaskRow))
+
+
+def task_instances(conn: Connection, run_pks: list[int]) -> list[TaskRow]:
+    """The task instances of many runs in one query."""
+    if not run_pks:
+        return []
+    stmt = _TASKS.where(ti.c.run_pk.in_(run_pks)).order_by(ti.c.run_pk, ti.c.id)
+    return [TaskRow(*r) for r in sql.tuples(conn, stmt)]
+
+
+def task_instance(conn: Connection, run: RunRow, task_id: str) -> TaskRow:
+    found = sql.tuples(conn, _TASKS.where(ti.c.run_pk == run.id, ti.c.task_id == task_id))
+    if not found:
+        raise TaskNotFound(run.dag_id, task_id)
+    return TaskRow(*found[0])
+
+
+@dataclass(frozen=True)
+class Cell:
+    """What one grid cell needs from a task instance (not its error or return value)."""
+
+    run_pk: int
+    task_id: str
+    state: str
+    try_number: int
+    max_tries: int
+    start_date: datetime | None
+    duration: float | None
+
+
+@dataclass(frozen=True)
+class GridPage:
+    """A page of runs (oldest first) with their cells and the cursors to the next pages.
+
+    ``older_before`` is the ``before`` of the page of older runs (None: there are none);
+    ``has_newer`` says whether newer runs exist, ``newer_before`` is the ``before`` of their
+    page (None: the newer page is the latest one).
+    """
+
+    runs: list[RunRow]
+    cells: dict[tuple[int, str], Cell]
+    older_before: datetime | None
+    has_newer: bool
+    newer_before: datetime | None
+
+    def cell(self, run_pk: int, task_id: str) -> Cell | None:
+        return self.cells.get((run_pk, task_id))
+
+    @property
+    def task_ids(self) -> set[str]:
+        return {task_id for _, task_id in self.cells}
+
+
+def grid_page(conn: Connection, dag_id: str, before: datetime | None, limit: int) -> GridPage:
+    """The ``limit`` newest runs with logical date before ``before`` and their cells: three
+    indexed statements whatever the DAG's history (runs, the newer page, the cells)."""
+    page, older = run_page(conn, dag_id, before, limit)
+    has_newer, newer_before = _newer_page(conn, dag_id, page, before, limit)
+    cells = {(c.run_pk, c.task_id): c for c in grid_cells(conn, [r.id for r in page])}
+    return GridPage(page, cells, older, has_newer, newer_before)
+
+
+def _newer_page(
+    conn: Connection, dag_id: str, page: list[RunRow], before: datetime | None, limit: int
+) -> tuple[bool, datetime | None]:
+    """Whether runs newer than this page exist, and the ``before`` that shows the next
+    ``limit`` of them (None when they reach the newest run: the latest page needs none)."""
+    if before is None:
+        return False, None
+    after = page[-1].logical_date if page else before - timedelta(microseconds=1)
+    stmt = (
+        select(dag_run.c.logical_date)
+        .where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date > after)
+        .order_by(dag_run.c.logical_date)
+        .limit(limit + 1)
+    )
+    newer = sql.scalars(conn, stmt)
+    if not newer:
+        return False, None
+    return True, newer[limit] if len(newer) > limit else None
+
+
+def grid_cells(conn: Connection, run_pks: list[int]) -> list[Cell]:
+    """The cells of many runs in one query, through the (run_pk, task_id) key."""
+    if not run_pks:
+        return []
+    stmt = select(*_columns(ti, Cell)).where(ti.c.run_pk.in_(run_pks))
+    return [Cell(*r) for r in sql.tuples(conn, stmt)]
+
+
+# ---------------------------------------------------------------- attempts and dead letters
+
+
+@dataclass(frozen=True)
+class AttemptRow:
+    """One attempt from the history: who ran it, under which fence, and how it ended."""
+
+    task_id: str
+    try_number: int
+    fence_token: int
+    worker: str
+    started_at: datetime
+    ended_at: datetime | None
+    outcome: str | None
+    error: str | None
+    log_path: str | None
+    log_offset: int | None
+    log_length: int | None
+    late_result: str | None = None
+
+
+_ATTEMPTS = select(*_columns(task_attempt, AttemptRow))
+
+
+class AttemptNotFound(DagrunError, LookupError):
+    """No attempt with this try number exists for the task instance."""
+
+    def __init__(self, dag_id: str, task_id: str, try_number: int):
+        super().__init__(f"{dag_id}.{task_id} has no try {try_number}")
+        self.dag_id = dag_id
+        self.task_id = task_id
+        self.try_number = try_number
+
+
+def attempts(conn: Connection, ti_id: int) -> list[AttemptRow]:
+    stmt = _ATTEMPTS.where(task_attempt.c.ti_id == ti_id).order_by(task_attempt.c.id)
+    return [AttemptRow(*r) for r in sql.tuples(conn, stmt)]
+
+
+def run_attempts(conn: Connection, run_pk: int) -> dict[str, list[AttemptRow]]:
+    """Every attempt of one run, by task, in the order they started."""
+    found: dict[str, list[AttemptRow]] = {}
+    stmt = _ATTEMPTS.where(task_attempt.c.run_pk == run_pk).order_by(task_attempt.c.id)
+    for row in sql.tuples(conn, stmt):
+        found.setdefault(row[0], []).append(AttemptRow(*row))
+    return found
+
+
+def attempt(
+    conn: Connection, dag_id: str, run_pk: int, task_id: str, try_number: int
+) -> AttemptRow:
+    """One attempt, named by its try number (the latest record if a try was released)."""
+    stmt = (
+        _ATTEMPTS.where(
+            task_attempt.c.run_pk == run_pk,
+            task_attempt.c.task_id == task_id,
+            task_attempt.c.try_number == try_number,
+        )
+        .order_by(task_attempt.c.id.desc())
+        .limit(1)
+    )
+    found = sql.tuples(conn, stmt)
+    if not found:
+        raise AttemptNotFound(dag_id, task_id, try_number)
+    return AttemptRow(*found[0])
+
+
+@dataclass(frozen=True)
+class DeadLetter:
+    dag_id: str
+    task_id: str
+    run_id: str
+    logical_date: datetime
+    try_number: int
+    error: str | None
+
+
+def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter]:
+    """Task instances that failed for good, with their last error (newest date last)."""
+    stmt = (
+        select(
+            ti.c.dag_id,
+            ti.c.task_id,
+            dag_run.c.run_id,
+            dag_run.c.logical_date,
+            ti.c.try_number,
+            ti.c.last_error,
+        )
+        .join(dag_run, dag_run.c.id == ti.c.run_pk)
+        .where(in_state(TaskState.FAILED))
+        .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.id)
+    )
+    if dag_id:
+        stmt = stmt.where(ti.c.dag_id == dag_id)
+    return [DeadLetter(*r) for r in sql.tuples(conn, stmt)]
+
+
+# ---------------------------------------------------------------- pools
+
+
+@dataclass(frozen=True)
+class PoolRow:
+    """A pool with its task counts; ``exists`` is False for a pool tasks name but nobody
+    created (its tasks wait until it exists)."""
+
+    name: str
+    slots: int | None
+    description: str | None
+    running: int
+    queued: int
+    exists: bool = True
+
+
+def pool_rows(conn: Connection) -> list[PoolRow]:
+    """Every pool, and every pool name that task instances use without it existing."""
+    counts: Counter = Counter()
+    stmt = (
+        select(ti.c.pool, ti.c.state, func.count())
+        .where(ti.c.pool.is_not(None))
+        .group_by(ti.c.pool, ti.c.state)
+    )
+    for name, state, n in sql.tuples(conn, stmt):
+        counts[(name, state)] = n
+    created = {r.name: r for r in sql.rows(conn, select(pool).order_by(pool.c.name))}
+    named = {name for name, state in counts if state == TaskState.QUEUED.value}
+    return [
+        PoolRow(
+            name,
+            created[name].slots if name in created else None,
+            created[name].description if name in created else None,
+            counts[(name, TaskState.RUNNING.value)],
+            counts[(name, TaskState.QUEUED.value)],
+            exists=name in created,
+        )
+        for name in sorted(created.keys() | named)
+    ]
+
+
+# ---------------------------------------------------------------- health and metrics
+
+
+@dataclass(frozen=True)
+class Metrics:
+    """The numbers an operator alerts on, all from one snapshot."""
+
+    runs: dict[str, int]
+    task_instances: dict[str, int]
+    queued: int
+    oldest_queued_age: float
+    expired_leases: int
+    stale_completions: int
+
+
+def metrics(conn: Connection, now: datetime) -> Metrics:
+    """Counts by state (runs through their state index); every known state is present, zero
+    or not."""
+    runs_ = dict.fromkeys((s.value for s in RunState), 0) | _counts(conn, dag_run.c.state)
+    tis = dict.fromkeys((s.value for s in TaskState), 0) | _counts(conn, ti.c.state)
+    oldest = sql.scalar(conn, select(func.min(ti.c.queued_at)).where(in_state(TaskState.QUEUED)))
+    expired = sql.scalar(
+        conn,
+        select(func.count())
+        .select_from(ti)
+        .where(in_state(TaskState.RUNNING), ti.c.lease_until < now),
+    )
+    stale = sql.scalar(
+        conn,
+        select(func.count())
+        .select_from(task_attempt)
+        .where(
+            (task_attempt.c.outcome == AttemptOutcome.STALE.value)
+            | task_attempt.c.late_result.is_not(None)
+        ),
+    )
+    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
+    return Metrics(runs_, tis, tis[TaskState.QUEUED.value], age, expired, stale)

@@ -1,0 +1,347 @@
+"""Runs through their life: create, admit, start, advance (task readiness), end, clear.
+
+A run is created ``waiting``; admission moves it to ``queued`` while the DAG's queued and
+running runs stay within ``max_active_runs`` (under the DAG row lock); starting makes it
+``running`` once its ``spread`` delay has passed; ``advance_runs`` then applies the trigger
+rules, queueing ready tasks and ending the run when every task has finished. That function
+is the only place task readiness is decided: starting a run, recording completions, reaping
+a lease and clearing tasks all call it. The statements are in ``statements.py``.
+
+Callers pass ``now`` from ``Store.now()``: the database server's clock on PostgreSQL.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from datetime import datetime, timedelta
+
+from sqlalchemy import Connection
+
+from dagrun.spec import DagSpec
+from dagrun.states import RunState, RunType, TaskState
+from dagrun.store import sql
+from dagrun.store import statements as q
+from dagrun.store.engine import capabilities
+from dagrun.timetable import DataInterval
+from dagrun.triggers import Decisions, evaluate
+
+SpecLookup = Callable[[str], DagSpec]
+_TASK_STATES = {s.value: s for s in TaskState}
+_PAST_OK = frozenset({TaskState.SUCCESS.value, TaskState.SKIPPED.value})
+
+
+def run_id_for(kind: RunType | str, logical_date: datetime) -> str:
+    """The run id dagrun gives a run it names itself: ``<kind>__<logical date>``."""
+    return (
+        f"{RunType(kind).value if isinstance(kind, RunType) else kind}__{logical_date.isoformat()}"
+    )
+
+
+def lock_dag(conn: Connection, dag_id: str, *, skip_locked: bool = False) -> bool:
+    """Take the DAG row lock that serialises run creation and admission for one DAG.
+
+    With ``skip_locked`` a second scheduler passes over a DAG another one is handling
+    (returns False) instead of waiting for it.
+    """
+    statement = q.LOCK_DAG_OR_SKIP if skip_locked else q.LOCK_DAG
+    return bool(sql.tuples(conn, statement, {"b_dag_id": dag_id}))
+
+
+def create_runs(
+    conn: Connection,
+    spec: DagSpec,
+    intervals: Iterable[DataInterval],
+    run_type: RunType,
+    now: datetime,
+    start_delay: timedelta = timedelta(0),
+) -> int:
+    """Insert a waiting run per interval; an existing run for the date is left alone.
+    Returns how many were created."""
+    rows = [
+        _run_row(spec, i, run_id_for(run_type, i.start), run_type, now, start_delay)
+        for i in intervals
+    ]
+    return sql.execute_many(conn, q.INSERT_RUNS, rows)
+
+
+def _run_row(
+    spec: DagSpec,
+    interval: DataInterval,
+    run_id: str,
+    run_type: RunType,
+    now: datetime,
+    start_delay: timedelta = timedelta(0),
+    conf: dict | None = None,
+) -> dict:
+    return {
+        "b_dag_id": spec.dag_id,
+        "b_run_id": run_id,
+        "b_logical_date": interval.start,
+        "b_data_interval_start": interval.start,
+        "b_data_interval_end": interval.end,
+        "b_run_type": run_type.value,
+        "b_state": RunState.WAITING.value,
+        "b_conf": json.dumps(conf) if conf else None,
+        "b_not_before": interval.end + start_delay if start_delay else None,
+        "b_created_at": now,
+    }
+
+
+def create_manual_run(
+    conn: Connection,
+    spec: DagSpec,
+    interval: DataInterval,
+    run_id: str,
+    now: datetime,
+    conf: dict | None = None,
+) -> tuple[int, bool]:
+    """A manual run for ``interval``; returns (run pk, created). An existing key is reused."""
+    existing = sql.scalar(
+        conn,
+        q.RUN_BY_KEY,
+        {"b_dag_id": spec.dag_id, "b_run_id": run_id, "b_logical_date": interval.start},
+    )
+    if existing is not None:
+        return existing, False
+    row = _run_row(spec, interval, run_id, RunType.MANUAL, now, conf=conf)
+    return sql.scalar(conn, q.INSERT_MANUAL_RUN, row), True
+
+
+def set_cursor(conn: Connection, dag_id: str, next_logical_date: datetime | None) -> None:
+    """Advance the scheduler's per-DAG cursor: the next logical date it will consider."""
+    sql.execute(conn, q.SET_CURSOR, {"b_dag_id": dag_id, "b_cursor": next_logical_date})
+
+
+def count_active_runs(conn: Connection, dag_id: str) -> int:
+    return sql.scalar(conn, q.COUNT_ACTIVE_RUNS, {"b_dag_id": dag_id})
+
+
+def count_waiting_runs(conn: Connection, dag_id: str) -> int:
+    return len(sql.tuples(conn, q.WAITING_RUNS, {"b_dag_id": dag_id}))
+
+
+def admit_runs(
+    conn: Connection,
+    spec: DagSpec,
+    max_active: int,
+    now: datetime,
+    *,
+    newest_first: bool = False,
+    run_pks: Iterable[int] | None = None,
+) -> list[int]:
+    """Move waiting runs to queued while queued + running stays within ``max_active``.
+
+    Oldest logical date first (newest first for ``backfill --reverse``). ``run_pks`` limits
+    admission to those runs (a backfill admits its own). Task instances are created here,
+    so a task added to the DAG since the run was made is part of the run when it starts.
+    A DAG with ``depends_on_past`` tasks admits one run at a time, once the run before it
+    has those tasks succeeded or skipped: a run must not hold a slot waiting on a past that
+    may still fail (clearing that past would then wait for the slot forever). The caller
+    holds the DAG lock.
+    """
+    free = max_active - count_active_runs(conn, spec.dag_id)
+    admitted = admissible(conn, spec, free, newest_first=newest_first, run_pks=run_pks)
+    if admitted:
+        sql.execute_many(conn, q.ADMIT_RUN, [{"b_run_pk": pk} for pk in sorted(admitted)])
+        ensure_task_instances(conn, spec, admitted)
+    return admitted
+
+
+def admissible(
+    conn: Connection,
+    spec: DagSpec,
+    free: int,
+    *,
+    newest_first: bool = False,
+    run_pks: Iterable[int] | None = None,
+) -> list[int]:
+    """The waiting runs admission would take into ``free`` slots (see ``admit_runs``)."""
+    if free <= 0:
+        return []
+    on_past = [t.task_id for t in spec.tasks if t.depends_on_past]
+    found = _next_waiting(conn, spec.dag_id, 1 if on_past else free, newest_first, run_pks)
+    if on_past and found and not _past_done(conn, spec.dag_id, found[0], on_past):
+        return []
+    return found
+
+
+def _next_waiting(
+    conn: Connection,
+    dag_id: str,
+    free: int,
+    newest_first: bool,
+    run_pks: Iterable[int] | None,
+) -> list[int]:
+    """The first ``free`` waiting runs in admission order (among ``run_pks`` if given),
+    read only as far as needed: a backfill admits a few runs at a time out of hundreds."""
+    wanted = None if run_pks is None else set(run_pks)
+    statement = q.WAITING_RUNS_NEWEST if newest_first else q.WAITING_RUNS
+    cursor = sql.execute(conn, statement, {"b_dag_id": dag_id})
+    found: list[int] = []
+    try:
+        for (pk,) in cursor:
+            if wanted is None or pk in wanted:
+                found.append(pk)
+                if len(found) == free:
+                    break
+    finally:
+        cursor.close()
+    return found
+
+
+def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -> None:
+    """Insert the missing task instances (state none) of each run."""
+    rows = [
+        {
+            "b_run_pk": pk,
+            "b_dag_id": spec.dag_id,
+            "b_task_id": t.task_id,
+            "b_state": TaskState.NONE.value,
+            "b_max_tries": t.max_tries,
+            "b_priority_weight": t.priority_weight,
+            "b_pool": t.pool,
+        }
+        for pk in run_pks
+        for t in spec.tasks
+    ]
+    sql.execute_many(conn, q.INSERT_TASK_INSTANCES, rows)
+
+
+def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
+    """Queued runs whose start time (``spread``) has come become running; roots get queued."""
+    due = sql.scalars(conn, q.DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})
+    if due:
+        sql.execute_many(conn, q.START_RUN, [{"b_run_pk": pk, "b_now": now} for pk in due])
+        advance_runs(conn, dict.fromkeys(due, spec), now)
+    return due
+
+
+def admit_and_start(
+    conn: Connection,
+    spec: DagSpec,
+    now: datetime,
+    *,
+    max_active: int | None = None,
+    newest_first: bool = False,
+    run_pks: Iterable[int] | None = None,
+) -> list[int]:
+    """Under the DAG lock, admit waiting runs within the limit (the DAG's
+    ``max_active_runs`` unless given) and start the due ones; the runs started."""
+    lock_dag(conn, spec.dag_id)
+    limit = spec.max_active_runs if max_active is None else max_active
+    admit_runs(conn, spec, limit, now, newest_first=newest_first, run_pks=run_pks)
+    return start_runs(conn, spec, now)
+
+
+# ---------------------------------------------------------------- readiness
+
+
+def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> dict[int, Decisions]:
+    """Apply the trigger rules to running runs: queue ready tasks, end the runs that are done.
+
+    The one place task readiness is decided. Locks the run rows first (in id order, so two
+    lockers never deadlock), so two workers finishing the two upstreams of one task at once
+    both see each other's result and the task is queued exactly once. One read of the runs
+    and one of their task instances serve every run a group commit touched.
+    """
+    pks = sorted(runs)
+    if not pks:
+        return {}
+    locked = dict(sql.tuples(conn, q.LOCK_RUNS, {"b_run_pks": pks}))
+    running = [pk for pk in pks if locked.get(pk) == RunState.RUNNING.value]
+    states: dict[int, dict[str, TaskState]] = {pk: {} for pk in running}
+    if running:
+        for run_pk, task_id, state in sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": running}):
+            states[run_pk][task_id] = _TASK_STATES[state]
+    decided: dict[int, Decisions] = {}
+    for pk in running:
+        spec = runs[pk]
+        past = _past_ok(conn, spec, pk) if _needs_past(spec, states[pk]) else None
+        decided[pk] = evaluate(spec, states[pk], past)
+    _apply(conn, decided, now)
+    return decided
+
+
+def next_run(conn: Connection, dag_id: str, run_pk: int) -> int | None:
+    """The DAG's run after this one by logical date: its ``depends_on_past`` tasks may be
+    ready once this run's instances of them end."""
+    return sql.scalar(conn, q.NEXT_RUN, {"b_dag_id": dag_id, "b_run_pk": run_pk})
+
+
+def announce_work(conn: Connection) -> None:
+    """Tell listening workers, when this transaction commits, that tasks were queued
+    (PostgreSQL's NOTIFY; one per transaction however often it is called)."""
+    if capabilities(conn.dialect.name).notifies:
+        sql.execute(conn, q.ANNOUNCE_WORK)
+
+
+def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> None:
+    """Write the decisions of ``advance_runs``: one batched statement per kind of change."""
+    changes = [
+        (TaskState.QUEUED, q.QUEUE_TASK, lambda d: d.queue),
+        (TaskState.UPSTREAM_FAILED, q.END_WAITING_TASK, lambda d: d.upstream_failed),
+        (TaskState.SKIPPED, q.END_WAITING_TASK, lambda d: d.skip),
+    ]
+    for state, statement, chosen in changes:
+        rows = [
+            {"b_run_pk": pk, "b_task_id": task_id, "b_state": state.value, "b_now": now}
+            for pk, d in decided.items()
+            for task_id in chosen(d)
+        ]
+        if sql.execute_many(conn, statement, rows) and state == TaskState.QUEUED:
+            announce_work(conn)
+    ended = [
+        {"b_run_pk": pk, "b_state": d.run_state.value, "b_now": now}
+        for pk, d in decided.items()
+        if d.run_state is not None
+    ]
+    sql.execute_many(conn, q.END_RUN, ended)
+
+
+def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:
+    return any(t.depends_on_past and states.get(t.task_id) == TaskState.NONE for t in spec.tasks)
+
+
+def _past_done(conn: Connection, dag_id: str, run_pk: int, task_ids: list[str]) -> bool:
+    """Whether the run before ``run_pk`` has its instances of ``task_ids`` succeeded or
+    skipped (a run with no past, or a past without them, passes)."""
+    previous = sql.scalar(conn, q.PREVIOUS_RUN, {"b_dag_id": dag_id, "b_run_pk": run_pk})
+    if previous is None:
+        return True
+    rows = sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": [previous]})
+    return all(state in _PAST_OK for _, task_id, state in rows if task_id in task_ids)
+
+
+def _past_ok(conn: Connection, spec: DagSpec, run_pk: int) -> dict[str, bool]:
+    """For depends_on_past: did the previous run's instance of each task succeed or skip?"""
+    previous = sql.scalar(conn, q.PREVIOUS_RUN, {"b_dag_id": spec.dag_id, "b_run_pk": run_pk})
+    if previous is None:
+        return {}
+    rows = sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": [previous]})
+    return {task_id: state in _PAST_OK for _, task_id, state in rows}
+
+
+# ---------------------------------------------------------------- operators: clear
+
+
+def clear_runs(
+    conn: Connection,
+    spec: DagSpec,
+    selection: dict[int, set[str] | None],
+    now: datetime,
+) -> tuple[int, int]:
+    """Reset the chosen task instances of each run (all of them for None) so they run again.
+
+    Running instances are left alone (they finish or are reaped first). A finished run goes
+    back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
+    """
+    cleared_tasks = 0
+    for run_pk, task_ids in sorted(selection.items()):
+        ensure_task_instances(conn, spec, [run_pk])
+        chosen = sorted(spec.task_map if task_ids is None else task_ids)
+        params = {"b_run_pk": run_pk, "b_task_ids": chosen}
+        cleared_tasks += sql.execute(conn, q.CLEAR_TASKS, params).rowcount
+        sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})
+        advance_runs(conn, {run_pk: spec}, now)
+    return len(selection), cleared_tasks

@@ -1,0 +1,296 @@
+"""The one way dagrun runs SQL: statements rendered per dialect, run on the driver's cursor.
+
+A worker's group commit sends a few statements for every task it records and claims. For
+such small statements SQLAlchemy's execution path (execution context, per-row parameter
+processing, ``Row`` objects) costs about three times the driver's own work, and it is paid
+for every task. So every statement, the catalogue's (``statements.py``) and the reads
+(``reads.py``) alike, is a SQLAlchemy Core expression written once for both databases,
+rendered to SQL text for the connection's dialect with SQLAlchemy's own bind and result
+processors (instants are stored exactly as SQLAlchemy stores them), and run with one
+``execute``/``executemany`` on the DBAPI cursor inside the caller's transaction. A
+catalogue ``Statement`` is rendered once per process; a read built per call is rendered per
+call. Driver errors become SQLAlchemy's, which ``Store`` turns into ``StoreError``.
+
+Rendering reads three private details of SQLAlchemy's compiler (``bind_names``,
+``positiontup`` and the ``__[POSTCOMPILE_name]`` marker of an ``IN`` list); the version range
+in ``pyproject.toml`` is pinned to the minor version this was checked against, and
+``check_internals`` fails loudly, naming what changed, rather than running wrong SQL.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import namedtuple
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import sqlalchemy
+from sqlalchemy import Connection
+from sqlalchemy.exc import DBAPIError
+from sqlalchemy.sql import ClauseElement
+
+from dagrun.errors import StoreError
+
+Params = Mapping[str, Any]
+_POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
+
+#: Told of every statement run here, as (SQL text, driver parameters, seconds): SQLAlchemy's
+#: own events do not see these statements. See ``observed``.
+_observers: list[Callable[[str, Any, float], None]] = []
+
+
+@contextmanager
+def observed(observer: Callable[[str, Any, float], None]) -> Iterator[None]:
+    """Tell ``observer`` of every statement run while the block runs (in any thread): what
+    tests count and ``bench.profile`` times."""
+    _observers.append(observer)
+    try:
+        yield
+    finally:
+        _observers.remove(observer)
+
+
+class Statement:
+    """A named statement of the catalogue: what it does, and its SQL (an expression, or a
+    function of the dialect's name for the few spelled per dialect, like ``ON CONFLICT``).
+    ``name`` is set by the module that declares it (``statements.name_all``)."""
+
+    def __init__(self, purpose: str, sql: ClauseElement | Callable[[str], ClauseElement]):
+        self.name = ""
+        self.purpose = purpose
+        self._sql = sql
+        self._prepared: dict[str, Prepared] = {}
+
+    def expression(self, dialect_name: str) -> ClauseElement:
+        return self._sql(dialect_name) if callable(self._sql) else self._sql
+
+    def prepared(self, dialect) -> Prepared:
+        found = self._prepared.get(dialect.name)
+        if found is None:
+            found = self._prepared[dialect.name] = Prepared(self.expression(dialect.name), dialect)
+        return found
+
+    def __repr__(self) -> str:
+        return f"<Statement {self.name}: {self.purpose}>"
+
+
+class Prepared:
+    """One statement rendered for one dialect: its SQL, parameter order and processors."""
+
+    def __init__(self, statement: ClauseElement, dialect) -> None:
+        compiled = statement.compile(dialect=dialect)
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        self.sql = compiled.string
+        self.positional = bool(compiled.positional)
+        self.order = list(compiled.positiontup or ())
+        self.defaults = {name: bind.effective_value for name, bind in binds.items()}
+        self.expanding = [name for name, bind in binds.items() if bind.expanding]
+        self.processors = [
+            (name, _last_value_memo(processor))
+            for name, bind in binds.items()
+            if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect))
+            and not bind.expanding
+        ]
+        self.dialect = dialect
+        self.row, self.types = _result_shape(statement, dialect)
+        self._readers: dict[tuple, list] = {}
+
+    def readers(self, description) -> list[tuple[int, Callable[[Any], Any]]]:
+        """(column, result processor) for the columns whose driver value needs one, given
+        the cursor's description (PostgreSQL's numbers depend on the type the server sent)."""
+        codes = tuple(d[1] for d in description or ())
+        found = self._readers.get(codes)
+        if found is None:
+            found = self._readers[codes] = [
+                (i, f)
+                for i, (kind, code) in enumerate(zip(self.types, codes, strict=False))
+                if (f := kind.result_processor(self.dialect, code)) is not None
+            ]
+        return found
+
+    def one(self, params: Params) -> tuple[str, Sequence[Any] | dict[str, Any]]:
+        """SQL text and driver parameters for one execution. An ``IN`` list gets one
+        placeholder per element, as SQLAlchemy renders an expanding parameter."""
+        values = {**self.defaults, **params}
+        if not self.expanding:
+            return self.sql, self._args(values, self.order)
+        counts = {}
+        for name in self.expanding:
+            items = list(values.pop(name))
+            counts[name] = len(items)
+            values.update({f"{name}_{i}": v for i, v in enumerate(items)})
+        order = [
+            expanded
+            for name in self.order
+            for expanded in (
+                [f"{name}_{i}" for i in range(counts[name])] if name in counts else [name]
+            )
+        ]
+        sql = _POSTCOMPILE.sub(lambda m: self._placeholders(m.group(1), counts), self.sql)
+        return sql, self._args(values, order)
+
+    def many(self, rows: Iterable[Params]) -> list:
+        """Driver parameters for an ``executemany`` (no ``IN`` lists there)."""
+        return [self._args({**self.defaults, **r}, self.order) for r in rows]
+
+    def _placeholders(self, name: str, counts: dict[str, int]) -> str:
+        """``?, ?, ?`` or ``%(name_0)s, ...``; an empty list matches nothing."""
+        if not counts[name]:
+            return "NULL"
+        if self.positional:
+            return ", ".join(["?"] * counts[name])
+        return ", ".join(f"%({name}_{i})s" for i in range(counts[name]))
+
+    def _args(self, values: dict[str, Any], order: list[str]) -> Sequence[Any] | dict[str, Any]:
+        for name, processor in self.processors:
+            values[name] = processor(values[name])
+        if self.positional:
+            return [values[name] for name in order]
+        return values
+
+
+def _last_value_memo(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
+    """The processor, remembering its last answer: the rows of one batch share their
+    instants (``now``, a lease's end), so most calls repeat the previous one. The pair is
+    replaced as one reference, so threads sharing it never see half an update."""
+    last: list[tuple[Any, Any]] = [(object(), None)]
+
+    def process(value: Any) -> Any:
+        if value is None:
+            return None
+        seen, answer = last[0]
+        if seen is not value:
+            answer = processor(value)
+            last[0] = (value, answer)
+        return answer
+
+    return process
+
+
+def _result_shape(statement: ClauseElement, dialect) -> tuple[type | None, list]:
+    """A named tuple type for the rows a SELECT or RETURNING gives, and each column's type
+    for the dialect (its result processor depends on what the driver says it sent)."""
+    columns = list(getattr(statement, "exported_columns", ()) or ())
+    if not columns:
+        return None, []
+    names = [getattr(c, "key", None) or getattr(c, "name", None) or "_" for c in columns]
+    row = namedtuple("Row", names, rename=True)
+    return row, [c.type.dialect_impl(dialect) for c in columns]
+
+
+Runnable = Statement | ClauseElement
+
+
+def _prepared(conn: Connection, statement: Runnable) -> Prepared:
+    if isinstance(statement, Statement):
+        return statement.prepared(conn.dialect)
+    return Prepared(statement, conn.dialect)
+
+
+def execute(conn: Connection, statement: Runnable, params: Params | None = None):
+    """Run ``statement`` once; returns the DBAPI cursor (``rowcount``; rows through
+    ``rows``)."""
+    p = _prepared(conn, statement)
+    sql, args = p.one(params or {})
+    return _run(conn, p, sql, args, many=False)
+
+
+def execute_many(conn: Connection, statement: Runnable, rows: Iterable[Params]) -> int:
+    """Run ``statement`` for every parameter row in one ``executemany``; the rows changed."""
+    p = _prepared(conn, statement)
+    args = p.many(rows)
+    if not args:
+        return 0
+    return _run(conn, p, p.sql, args, many=True).rowcount
+
+
+def rows(conn: Connection, statement: Runnable, params: Params | None = None) -> list:
+    """The rows of a SELECT or RETURNING statement, as named tuples of processed values."""
+    p = _prepared(conn, statement)
+    return [p.row._make(r) for r in _fetch(conn, p, params)]
+
+
+def tuples(conn: Connection, statement: Runnable, params: Params | None = None) -> list:
+    """The rows as plain tuples (for the many small rows of a group commit)."""
+    return _fetch(conn, _prepared(conn, statement), params)
+
+
+def first(conn: Connection, statement: Runnable, params: Params | None = None):
+    """The first row, or None."""
+    found = rows(conn, statement, params)
+    return found[0] if found else None
+
+
+def scalar(conn: Connection, statement: Runnable, params: Params | None = None) -> Any:
+    """The first column of the first row, or None when there is no row."""
+    found = tuples(conn, statement, params)
+    return found[0][0] if found else None
+
+
+def scalars(conn: Connection, statement: Runnable, params: Params | None = None) -> list:
+    """The first column of every row."""
+    return [r[0] for r in tuples(conn, statement, params)]
+
+
+def _fetch(conn: Connection, p: Prepared, params: Params | None) -> list:
+    sql, args = p.one(params or {})
+    cursor = _run(conn, p, sql, args, many=False)
+    fetched = cursor.fetchall()
+    readers = p.readers(cursor.description)
+    if not readers:
+        return fetched
+    processed = []
+    for r in fetched:
+        r = list(r)
+        for i, f in readers:
+            r[i] = f(r[i])
+        processed.append(tuple(r))
+    return processed
+
+
+def _run(conn: Connection, p: Prepared, sql: str, args, *, many: bool):
+    cursor = conn.connection.dbapi_connection.cursor()
+    started = time.perf_counter() if _observers else 0.0
+    try:
+        if many:
+            cursor.executemany(sql, args)
+        else:
+            cursor.execute(sql, args)
+    except conn.dialect.loaded_dbapi.Error as exc:
+        raise DBAPIError.instance(
+            sql, args, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
+        ) from exc
+    if _observers:
+        seconds = time.perf_counter() - started
+        for observer in list(_observers):
+            observer(sql, args, seconds)
+    return cursor
+
+
+def check_internals(dialect) -> None:
+    """Fail loudly if this SQLAlchemy renders statements differently from what ``Prepared``
+    reads (its private ``bind_names``, ``positiontup`` and ``IN``-list marker)."""
+    from sqlalchemy import bindparam, column, select, table
+
+    probe = table("probe", column("a"), column("b"))
+    statement = select(probe.c.a).where(
+        probe.c.a.in_(bindparam("b_list", expanding=True)), probe.c.b == bindparam("b_one")
+    )
+    try:
+        compiled = statement.compile(dialect=dialect)
+        names = set(compiled.bind_names.values())
+        marker = _POSTCOMPILE.search(compiled.string)
+        ordered = compiled.positiontup if compiled.positional else ["b_list", "b_one"]
+    except AttributeError as exc:
+        raise StoreError(_internals_changed(str(exc))) from exc
+    if names != {"b_list", "b_one"} or marker is None or list(ordered) != ["b_list", "b_one"]:
+        raise StoreError(_internals_changed(f"{dialect.name} renders {compiled.string!r}"))
+
+
+def _internals_changed(detail: str) -> str:
+    return (
+        f"SQLAlchemy {sqlalchemy.__version__} renders statements differently from what dagrun "
+        f"reads ({detail}); install the SQLAlchemy version pyproject.toml names"
+    )

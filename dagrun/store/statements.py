@@ -1,0 +1,609 @@
+"""The catalogue: every statement that records, creates, admits, claims, leases, completes,
+reaps or clears, each named with one line on what it does.
+
+This module is the concurrency story of dagrun, read top to bottom. Its rules:
+
+* A transition is a guarded UPDATE that names the state it expects and, for work a worker
+  holds, the lease owner and fence token (``HELD``); the caller checks the rows changed.
+  Zero means someone moved the row first: a lost lease, a cleared task, another scheduler.
+* An attempt's outcome is written once (``END_ATTEMPT`` only fills an empty outcome); a
+  result that arrives after someone else ended the attempt is kept beside it
+  (``NOTE_LATE_RESULT``), never over it.
+* Per-DAG decisions (creating and admitting runs) hold the DAG row lock (``LOCK_DAG``),
+  per-run decisions (which tasks are ready, whether the run is over) hold the run rows
+  (``LOCK_RUNS``), always in id order so two lockers never deadlock on PostgreSQL. SQLite
+  ignores ``FOR UPDATE``: there every write transaction is ``BEGIN IMMEDIATE``, one writer.
+* Claims pick rows ``FOR UPDATE SKIP LOCKED`` inside the claiming UPDATE's CTE, so many
+  workers take disjoint rows and the LIMIT holds (PostgreSQL may re-run an ``IN (SELECT ...
+  LIMIT n)`` subquery and claim more than n rows).
+* Bind parameters are named ``b_*``: SQLAlchemy reserves a column's own name in a SET clause.
+
+The functions that combine these statements live beside this module: ``runs`` (create,
+admit, start, advance, clear), ``attempts`` (claim, extend, complete, release), ``upkeep``
+(wake retries, reap expired leases), ``pools`` and ``registry``. Reads for people (the CLI
+and the web page) are in ``reads``. All of them run through ``sql``.
+"""
+
+from __future__ import annotations
+
+from sqlalchemy import (
+    and_,
+    bindparam,
+    delete,
+    func,
+    insert,
+    select,
+    text,
+    update,
+)
+
+from dagrun.states import ACTIVE_RUN_STATES, RunState, TaskState
+from dagrun.store.engine import WORK_CHANNEL, dialect_insert
+from dagrun.store.schema import (
+    audit_log,
+    dag,
+    dag_file,
+    dag_run,
+    in_state,
+    partition_write,
+    pool,
+    task_attempt,
+    task_instance,
+)
+from dagrun.store.sql import Statement
+
+ti = task_instance
+
+
+def _b(name: str, **kwargs):
+    """A bind parameter ``b_<name>``."""
+    return bindparam(f"b_{name}", **kwargs)
+
+
+def _many(name: str):
+    """An ``IN`` list bound at execution (``b_<name>``, a list)."""
+    return bindparam(f"b_{name}", expanding=True)
+
+
+def _upsert(table, key: str, changed: tuple[str, ...], kept_if_null: tuple[str, ...] = ()):
+    """INSERT of every column from ``b_<column>``; an existing ``key`` gets ``changed``
+    updated, and ``kept_if_null`` too unless the new value is null (``ON CONFLICT``, spelled
+    by each dialect's own insert)."""
+
+    def build(dialect: str):
+        stmt = dialect_insert(dialect, table).values({c.name: _b(c.name) for c in table.columns})
+        updates = {c: stmt.excluded[c] for c in changed}
+        updates.update({c: func.coalesce(stmt.excluded[c], table.c[c]) for c in kept_if_null})
+        return stmt.on_conflict_do_update(index_elements=[key], set_=updates)
+
+    return build
+
+
+def _insert_new(table, columns: tuple[str, ...], **constants):
+    """INSERT of ``columns`` from ``b_<column>`` that leaves an existing row alone."""
+
+    def build(dialect: str):
+        values = {**{c: _b(c) for c in columns}, **constants}
+        return dialect_insert(dialect, table).values(values).on_conflict_do_nothing()
+
+    return build
+
+
+# ---------------------------------------------------------------- DAG registry
+
+UPSERT_DAG_FILES = Statement(
+    "Record parsed files: content hash, DAG ids, import error, helper files, and the source "
+    "of a parse that succeeded (a failed parse keeps the last good one).",
+    _upsert(
+        dag_file,
+        "path",
+        ("content_hash", "parsed_at", "dag_ids", "error", "error_line", "depends_on"),
+        kept_if_null=("good_source",),
+    ),
+)
+DELETE_DAG_FILES = Statement(
+    "Forget files removed from the dags folder.",
+    delete(dag_file).where(dag_file.c.path.in_(_many("paths"))),
+)
+UPSERT_DAGS = Statement(
+    "Record DAG specs; a DAG seen before keeps its pause flag and the scheduler's cursor.",
+    _upsert(
+        dag,
+        "dag_id",
+        ("fileloc", "schedule", "timezone", "is_active", "spec", "spec_hash", "updated_at"),
+    ),
+)
+DEACTIVATE_DAGS = Statement(
+    "DAGs no file defines any more stop being scheduled; their runs stay in history.",
+    update(dag)
+    .where(dag.c.dag_id.in_(_many("dag_ids")), dag.c.is_active.is_(True))
+    .values(is_active=False),
+)
+SET_PAUSED = Statement(
+    "Pause or unpause an active DAG.",
+    update(dag)
+    .where(dag.c.dag_id == _b("dag_id"), dag.c.is_active.is_(True))
+    .values(is_paused=_b("paused")),
+)
+SET_CURSOR = Statement(
+    "Move the scheduler's per-DAG cursor: the next logical date it will consider.",
+    update(dag).where(dag.c.dag_id == _b("dag_id")).values(next_logical_date=_b("cursor")),
+)
+
+# ---------------------------------------------------------------- runs: create, admit, start
+
+_DAG_ROW = select(dag.c.dag_id).where(dag.c.dag_id == _b("dag_id"))
+LOCK_DAG = Statement(
+    "Lock a DAG row: creating and admitting one DAG's runs happen under it.",
+    _DAG_ROW.with_for_update(),
+)
+LOCK_DAG_OR_SKIP = Statement(
+    "Lock a DAG row unless another scheduler holds it (then no row: pass the DAG over).",
+    _DAG_ROW.with_for_update(skip_locked=True),
+)
+_RUN_COLUMNS = (
+    "dag_id",
+    "run_id",
+    "logical_date",
+    "data_interval_start",
+    "data_interval_end",
+    "run_type",
+    "state",
+    "conf",
+    "not_before",
+    "created_at",
+)
+INSERT_RUNS = Statement(
+    "Create runs in state waiting; a date that has a run keeps it (one run per date).",
+    _insert_new(dag_run, _RUN_COLUMNS),
+)
+INSERT_MANUAL_RUN = Statement(
+    "Create one manual run in state waiting; returns its id.",
+    insert(dag_run).values({c: _b(c) for c in _RUN_COLUMNS}).returning(dag_run.c.id),
+)
+RUN_BY_KEY = Statement(
+    "The run of a DAG with this run id or at this logical date (a manual run's clash).",
+    select(dag_run.c.id).where(
+        dag_run.c.dag_id == _b("dag_id"),
+        (dag_run.c.run_id == _b("run_id")) | (dag_run.c.logical_date == _b("logical_date")),
+    ),
+)
+COUNT_ACTIVE_RUNS = Statement(
+    "How many of a DAG's runs are queued or running (max_active_runs counts these).",
+    select(func.count())
+    .select_from(dag_run)
+    .where(
+        dag_run.c.dag_id == _b("dag_id"),
+        dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES]),
+    ),
+)
+_WAITING = select(dag_run.c.id).where(
+    dag_run.c.dag_id == _b("dag_id"), dag_run.c.state == RunState.WAITING.value
+)
+WAITING_RUNS = Statement(
+    "A DAG's waiting runs, oldest logical date first (the order of admission).",
+    _WAITING.order_by(dag_run.c.logical_date),
+)
+WAITING_RUNS_NEWEST = Statement(
+    "A DAG's waiting runs, newest logical date first (backfill --reverse).",
+    _WAITING.order_by(dag_run.c.logical_date.desc()),
+)
+ADMIT_RUN = Statement(
+    "waiting -> queued: the run takes a max_active_runs slot.",
+    update(dag_run)
+    .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == RunState.WAITING.value)
+    .values(state=RunState.QUEUED.value),
+)
+INSERT_TASK_INSTANCES = Statement(
+    "Create a run's missing task instances in state none (existing ones are left alone).",
+    _insert_new(
+        ti,
+        ("run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool"),
+        try_number=0,
+        failures=0,
+        infra_failures=0,
+        fence_token=0,
+    ),
+)
+DUE_RUNS = Statement(
+    "A DAG's queued runs whose start time (spread) has come, in id order.",
+    select(dag_run.c.id)
+    .where(
+        dag_run.c.dag_id == _b("dag_id"),
+        dag_run.c.state == RunState.QUEUED.value,
+        dag_run.c.not_before.is_(None) | (dag_run.c.not_before <= _b("now")),
+    )
+    .order_by(dag_run.c.id),
+)
+START_RUN = Statement(
+    "queued -> running, stamped with its start.",
+    update(dag_run)
+    .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == RunState.QUEUED.value)
+    .values(state=RunState.RUNNING.value, start_date=_b("now"), end_date=None),
+)
+
+# ---------------------------------------------------------------- runs: readiness and end
+
+LOCK_RUNS = Statement(
+    "Lock runs in id order and read their states: readiness is decided under these locks.",
+    select(dag_run.c.id, dag_run.c.state)
+    .where(dag_run.c.id.in_(_many("run_pks")))
+    .order_by(dag_run.c.id)
+    .with_for_update(),
+)
+RUN_TASK_STATES = Statement(
+    "Every task instance state of these runs (what readiness decides from).",
+    select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(ti.c.run_pk.in_(_many("run_pks"))),
+)
+_WAITING_TASK = and_(
+    ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"), ti.c.state == TaskState.NONE.value
+)
+QUEUE_TASK = Statement(
+    "none -> queued: the task's trigger rule is met.",
+    update(ti).where(_WAITING_TASK).values(state=TaskState.QUEUED.value, queued_at=_b("now")),
+)
+END_WAITING_TASK = Statement(
+    "none -> upstream_failed or skipped: its trigger rule can never be met.",
+    update(ti).where(_WAITING_TASK).values(state=_b("state"), end_date=_b("now")),
+)
+END_RUN = Statement(
+    "running -> success or failed: every task instance has finished.",
+    update(dag_run)
+    .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == RunState.RUNNING.value)
+    .values(state=_b("state"), end_date=_b("now")),
+)
+_LOGICAL_DATE = select(dag_run.c.logical_date).where(dag_run.c.id == _b("run_pk"))
+PREVIOUS_RUN = Statement(
+    "The DAG's run just before this one by logical date (what depends_on_past looks at).",
+    select(dag_run.c.id)
+    .where(
+        dag_run.c.dag_id == _b("dag_id"), dag_run.c.logical_date < _LOGICAL_DATE.scalar_subquery()
+    )
+    .order_by(dag_run.c.logical_date.desc())
+    .limit(1),
+)
+NEXT_RUN = Statement(
+    "The DAG's run just after this one by logical date (it may wait on this one's past).",
+    select(dag_run.c.id)
+    .where(
+        dag_run.c.dag_id == _b("dag_id"), dag_run.c.logical_date > _LOGICAL_DATE.scalar_subquery()
+    )
+    .order_by(dag_run.c.logical_date)
+    .limit(1),
+)
+ANNOUNCE_WORK = Statement(
+    "Tell listening workers, when this transaction commits, that tasks were queued.",
+    text(f"NOTIFY {WORK_CHANNEL}"),
+)
+
+# ---------------------------------------------------------------- operators: clear
+
+CLEAR_TASKS = Statement(
+    "Reset a run's chosen task instances (not running ones) to none so they run again.",
+    update(ti)
+    .where(
+        ti.c.run_pk == _b("run_pk"),
+        ti.c.task_id.in_(_many("task_ids")),
+        ti.c.state != TaskState.RUNNING.value,
+    )
+    .values(
+        state=TaskState.NONE.value,
+        failures=0,
+        infra_failures=0,
+        next_try_at=None,
+        queued_at=None,
+        end_date=None,
+        last_error=None,
+        return_value=None,
+    ),
+)
+REOPEN_RUN = Statement(
+    "success or failed -> waiting: a cleared run waits for a slot again.",
+    update(dag_run)
+    .where(
+        dag_run.c.id == _b("run_pk"),
+        dag_run.c.state.in_([RunState.SUCCESS.value, RunState.FAILED.value]),
+    )
+    .values(state=RunState.WAITING.value, end_date=None),
+)
+INSERT_AUDIT = Statement(
+    "Record an operator action (clear, backfill, pause, pools...) with who and when.",
+    insert(audit_log).values(
+        at=_b("at"),
+        action=_b("action"),
+        dag_id=_b("dag_id"),
+        actor=_b("actor"),
+        detail=_b("detail"),
+    ),
+)
+
+# ---------------------------------------------------------------- attempts: claim
+
+
+def _claim(pooled: bool):
+    """queued -> running for up to ``b_limit`` rows, highest priority first: leased to
+    ``b_owner`` until ``b_until``, try + 1, fence + 1."""
+    in_pool = ti.c.pool == _b("pool") if pooled else ti.c.pool.is_(None)
+    picked = (
+        select(ti.c.id)
+        .where(in_state(TaskState.QUEUED), in_pool)
+        .order_by(ti.c.priority_weight.desc(), ti.c.id)
+        .limit(_b("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+    )
+    return (
+        update(ti)
+        .where(ti.c.id == picked.c.id, ti.c.state == TaskState.QUEUED.value)
+        .values(
+            state=TaskState.RUNNING.value,
+            try_number=ti.c.try_number + 1,
+            fence_token=ti.c.fence_token + 1,
+            lease_owner=_b("owner"),
+            lease_until=_b("until"),
+            start_date=_b("now"),
+            end_date=None,
+            duration=None,
+        )
+        .returning(
+            ti.c.id,
+            ti.c.run_pk,
+            ti.c.dag_id,
+            ti.c.task_id,
+            ti.c.try_number,
+            ti.c.fence_token,
+            ti.c.failures,
+            ti.c.infra_failures,
+        )
+    )
+
+
+CLAIM = Statement(
+    "queued -> running for tasks outside pools: leased, try + 1, fence + 1, priority first.",
+    _claim(pooled=False),
+)
+CLAIM_IN_POOL = Statement(
+    "queued -> running for one pool's tasks, as many as its free slots (see pools.py).",
+    _claim(pooled=True),
+)
+INSERT_ATTEMPT = Statement(
+    "Open an attempt in the history: who runs which try under which fence, since when.",
+    insert(task_attempt).values(
+        ti_id=_b("ti_id"),
+        run_pk=_b("run_pk"),
+        dag_id=_b("dag_id"),
+        task_id=_b("task_id"),
+        try_number=_b("try"),
+        fence_token=_b("fence"),
+        worker=_b("owner"),
+        started_at=_b("now"),
+    ),
+)
+CLAIMED_RUNS = Statement(
+    "What claimed attempts need of their runs: run id, dates, conf.",
+    select(
+        dag_run.c.id,
+        dag_run.c.run_id,
+        dag_run.c.logical_date,
+        dag_run.c.data_interval_start,
+        dag_run.c.data_interval_end,
+        dag_run.c.conf,
+    ).where(dag_run.c.id.in_(_many("run_pks"))),
+)
+UPSTREAM_VALUES = Statement(
+    "The return values of some tasks of one run (TaskFlow data passing).",
+    select(ti.c.task_id, ti.c.return_value).where(
+        ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids"))
+    ),
+)
+
+# ---------------------------------------------------------------- attempts: lease and end
+
+#: The row is still this attempt's: same fence, same owner, still running.
+HELD = and_(
+    ti.c.id == _b("ti_id"),
+    ti.c.fence_token == _b("fence"),
+    ti.c.lease_owner == _b("owner"),
+    ti.c.state == TaskState.RUNNING.value,
+)
+_RELEASED = {"lease_owner": None, "lease_until": None, "end_date": _b("now")}
+EXTEND_LEASES = Statement(
+    "Heartbeat: push out the leases this owner still holds; returns the rows kept.",
+    update(ti)
+    .where(
+        ti.c.id.in_(_many("ti_ids")),
+        ti.c.lease_owner == _b("owner"),
+        ti.c.state == TaskState.RUNNING.value,
+    )
+    .values(lease_until=_b("until"))
+    .returning(ti.c.id, ti.c.fence_token),
+)
+COMPLETE_SUCCESS = Statement(
+    "running -> success for an attempt that still holds its lease, with its return value.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=TaskState.SUCCESS.value,
+        duration=_b("duration"),
+        return_value=_b("value"),
+        last_error=None,
+        **_RELEASED,
+    ),
+)
+COMPLETE_FAILURE = Statement(
+    "running -> up_for_retry or failed for an attempt that still holds its lease, with the "
+    "counts of its failures and infrastructure failures and when to try again.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=_b("state"),
+        failures=_b("failures"),
+        infra_failures=_b("infra_failures"),
+        next_try_at=_b("retry_at"),
+        duration=_b("duration"),
+        last_error=_b("error"),
+        **_RELEASED,
+    )
+    .returning(ti.c.id),
+)
+HOLDERS = Statement(
+    "Fence and state of some task instances (which completions of a batch were stale).",
+    select(ti.c.id, ti.c.fence_token, ti.c.state).where(ti.c.id.in_(_many("ti_ids"))),
+)
+_ATTEMPT = and_(task_attempt.c.ti_id == _b("ti_id"), task_attempt.c.fence_token == _b("fence"))
+END_ATTEMPT = Statement(
+    "Give an attempt its one outcome, error, end and log range; an ended attempt keeps its own.",
+    update(task_attempt)
+    .where(_ATTEMPT, task_attempt.c.outcome.is_(None))
+    .values(
+        outcome=_b("outcome"),
+        error=_b("error"),
+        ended_at=_b("now"),
+        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
+        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
+        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
+    ),
+)
+NOTE_LATE_RESULT = Statement(
+    "Keep what an attempt reported after it was ended for it (a reaped lease), beside its "
+    "outcome; and its log range, which only the attempt knows.",
+    update(task_attempt)
+    .where(_ATTEMPT, task_attempt.c.outcome.is_not(None), task_attempt.c.late_result.is_(None))
+    .values(
+        late_result=_b("late"),
+        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
+        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
+        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
+    ),
+)
+RELEASE = Statement(
+    "running -> queued for an attempt given back unstarted or stopped (worker shutdown).",
+    update(ti)
+    .where(HELD)
+    .values(state=TaskState.QUEUED.value, lease_owner=None, lease_until=None, queued_at=_b("now")),
+)
+CHECK_LEASE = Statement(
+    "Lock a task instance if this attempt still holds it and its lease has not run out.",
+    select(ti.c.id)
+    .where(
+        ti.c.id == _b("ti_id"),
+        ti.c.fence_token == _b("fence"),
+        ti.c.state == TaskState.RUNNING.value,
+        ti.c.lease_until > _b("now"),
+    )
+    .with_for_update(),
+)
+RUN_OF_TASK = Statement(
+    "The run a task instance belongs to.",
+    select(ti.c.run_pk).where(ti.c.id == _b("ti_id")),
+)
+_WRITE_COLUMNS = (
+    "dataset",
+    "partition_key",
+    "path",
+    "rows",
+    "sha256",
+    "unchanged",
+    "ti_id",
+    "dag_id",
+    "task_id",
+    "run_pk",
+    "try_number",
+    "fence_token",
+    "written_at",
+)
+INSERT_PARTITION_WRITE = Statement(
+    "Record a fenced partition write: file, rows, fingerprint, and the attempt that made it.",
+    insert(partition_write).values({c: _b(c) for c in _WRITE_COLUMNS}),
+)
+
+# ---------------------------------------------------------------- upkeep: retries and leases
+
+REQUEUE_DUE_RETRIES = Statement(
+    "up_for_retry -> queued for task instances whose retry time has come.",
+    update(ti)
+    .where(in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= _b("now"))
+    .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
+)
+LEASE_OWNERS = Statement(
+    "The workers holding leases now.",
+    select(ti.c.lease_owner).where(in_state(TaskState.RUNNING)).distinct(),
+)
+EXPIRED_LEASES = Statement(
+    "Running task instances whose lease ran out or whose owner is known gone (skip those "
+    "another reaper holds).",
+    select(ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.infra_failures)
+    .where(
+        in_state(TaskState.RUNNING),
+        (ti.c.lease_until < _b("now")) | ti.c.lease_owner.in_(_many("gone")),
+    )
+    .with_for_update(skip_locked=True),
+)
+EXPIRE_LEASE = Statement(
+    "running -> queued (a new attempt) or failed (infrastructure budget spent) for an "
+    "expired lease, unless its attempt moved on first.",
+    update(ti)
+    .where(
+        ti.c.id == _b("ti_id"),
+        ti.c.fence_token == _b("fence"),
+        ti.c.state == TaskState.RUNNING.value,
+    )
+    .values(
+        state=_b("state"),
+        infra_failures=ti.c.infra_failures + 1,
+        lease_owner=None,
+        lease_until=None,
+        queued_at=_b("now"),
+        end_date=_b("end"),
+        last_error=func.coalesce(_b("error"), ti.c.last_error),
+    ),
+)
+
+# ---------------------------------------------------------------- pools
+
+QUEUED_POOLS = Statement(
+    "The pools that queued task instances name.",
+    select(ti.c.pool)
+    .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
+    .distinct()
+    .order_by(ti.c.pool),
+)
+LOCK_POOL = Statement(
+    "Lock a pool row and read its slots: a pool's free slots are counted under it.",
+    select(pool.c.slots).where(pool.c.name == _b("pool")).with_for_update(),
+)
+RUNNING_IN_POOL = Statement(
+    "How many of a pool's task instances are running.",
+    select(func.count())
+    .select_from(ti)
+    .where(ti.c.pool == _b("pool"), in_state(TaskState.RUNNING)),
+)
+UPSERT_POOL = Statement(
+    "Create a pool or change its slots and description.",
+    _upsert(pool, "name", ("slots", "description")),
+)
+DELETE_POOL = Statement(
+    "Delete a pool (its tasks then wait until it exists again).",
+    delete(pool).where(pool.c.name == _b("name")),
+)
+MISSING_POOLS = Statement(
+    "Pools that queued task instances name but nobody created.",
+    select(ti.c.pool)
+    .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
+    .where(ti.c.pool.not_in(select(pool.c.name)))
+    .distinct()
+    .order_by(ti.c.pool),
+)
+
+
+def name_all() -> dict[str, Statement]:
+    """Name every statement after its constant; the catalogue by name."""
+    found = {}
+    for constant, value in globals().items():
+        if isinstance(value, Statement):
+            value.name = constant.lower()
+            found[value.name] = value
+    return found
+
+
+CATALOGUE = name_all()
