@@ -87,8 +87,9 @@ class SqlCounter:
         event.listen(Engine, "before_cursor_execute", self._before)
         event.listen(Engine, "after_cursor_execute", self._after)
         # dagrun's statements run on the driver's cursor, out of SQLAlchemy's events
-        watch = sql.observed(lambda statement, _params, seconds: self._record(statement, seconds))
-        watch.__enter__()  # for the rest of the profiled process
+        # Kept on self: the rest of the profiled process is inside this block.
+        self._watch = sql.observed(lambda statement, _p, seconds: self._record(statement, seconds))
+        self._watch.__enter__()
         self._time_commits()
 
     def _time_commits(self) -> None:

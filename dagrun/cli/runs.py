@@ -75,6 +75,7 @@ def backfill(
     if not plan.to_run:
         raise click.exceptions.Exit(1 if kept_failed else 0)
     progress = Progress(len(plan.to_run), len(plan.to_run) * len(spec.tasks))
+    app.store.ride_out_outages()
     job = RunDriver(
         app.store,
         spec,
@@ -206,6 +207,7 @@ def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
 
 
 def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | None):
+    app.store.ride_out_outages()
     driver = RunDriver(app.store, spec, run_pks, workers=workers)
     with stop_signals(driver.stop):
         result = driver.run()

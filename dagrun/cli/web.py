@@ -31,6 +31,7 @@ log = logging.getLogger("dagrun.web")
 def web(app: App, host: str, port: int) -> None:
     """Serve the read-only web page: DAGs, run grid, runs, logs, /api, /metrics."""
     setup_logging(app.verbose)
+    app.store.ride_out_outages()  # pages answer 503 meanwhile; outages are logged once
     server = make_web_server(WebApp(app.store), host, port)
     bound_host, bound_port = server.server_address[:2]
     click.echo(f"dagrun web: serving http://{bound_host}:{bound_port}/ (Ctrl+C to stop)", err=True)

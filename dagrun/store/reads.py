@@ -13,7 +13,7 @@ from collections import Counter
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
-from sqlalchemy import Connection, func, select, union_all
+from sqlalchemy import Connection, bindparam, func, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound
 from dagrun.spec import DagSpec, spec_from
@@ -21,6 +21,7 @@ from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
 from dagrun.store import sql
 from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt
 from dagrun.store.schema import task_instance as ti
+from dagrun.store.sql import Statement
 
 #: SQLite refuses compound SELECTs of more than 500 terms; stay well below.
 _UNION_CHUNK = 200
@@ -228,6 +229,18 @@ def run_by_pk(conn: Connection, pk: int) -> RunRow:
     return _run_rows(conn, _RUNS.where(dag_run.c.id == pk))[0]
 
 
+_RUN_IDS_IN_STATE = Statement(
+    "The ids of the runs in one state, oldest logical date first.",
+    select(dag_run.c.id)
+    .where(dag_run.c.state == bindparam("b_state"))
+    .order_by(dag_run.c.logical_date),
+)
+_UNFINISHED_RUN_IDS = Statement(
+    "The ids of the runs not ended yet.",
+    select(dag_run.c.id).where(dag_run.c.state.in_(_UNFINISHED)),
+)
+
+
 def runs_in_state(conn: Connection, run_pks: list[int], state: RunState) -> list[int]:
     """Which of these runs are in ``state``, oldest logical date first.
 
@@ -237,14 +250,13 @@ def runs_in_state(conn: Connection, run_pks: list[int], state: RunState) -> list
     if not run_pks:
         return []
     wanted = set(run_pks)
-    stmt = select(dag_run.c.id).where(dag_run.c.state == state.value)
-    return [pk for pk in sql.scalars(conn, stmt.order_by(dag_run.c.logical_date)) if pk in wanted]
+    found = sql.scalars(conn, _RUN_IDS_IN_STATE, {"b_state": state.value})
+    return [pk for pk in found if pk in wanted]
 
 
 def all_finished(conn: Connection, run_pks: list[int]) -> bool:
     """Whether every one of these runs has ended (see ``runs_in_state`` on why no IN list)."""
-    unfinished = select(dag_run.c.id).where(dag_run.c.state.in_(_UNFINISHED))
-    return not set(run_pks) & set(sql.scalars(conn, unfinished))
+    return not set(run_pks) & set(sql.scalars(conn, _UNFINISHED_RUN_IDS))
 
 
 def run_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
@@ -260,10 +272,15 @@ def _counts(conn: Connection, column, *where) -> Counter:
     return Counter(dict(sql.tuples(conn, stmt)))
 
 
+_PENDING_TASK = Statement(
+    "One task instance of a DAG that is queued, running or waiting for a retry, if any.",
+    select(ti.c.id).where(ti.c.dag_id == bindparam("b_dag_id"), ti.c.state.in_(_PENDING)).limit(1),
+)
+
+
 def has_pending_tasks(conn: Connection, dag_id: str) -> bool:
     """Whether a task of the DAG, in any run, is queued, running or waiting for a retry."""
-    busy = select(ti.c.id).where(ti.c.dag_id == dag_id, ti.c.state.in_(_PENDING)).limit(1)
-    return bool(sql.tuples(conn, busy))
+    return bool(sql.tuples(conn, _PENDING_TASK, {"b_dag_id": dag_id}))
 
 
 def has_active_runs(conn: Connection, dag_id: str | None = None) -> bool:

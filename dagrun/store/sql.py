@@ -19,6 +19,7 @@ in ``pyproject.toml`` is pinned to the minor version this was checked against, a
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections import namedtuple
@@ -175,9 +176,14 @@ def _result_shape(statement: ClauseElement, dialect) -> tuple[type | None, list]
     columns = list(getattr(statement, "exported_columns", ()) or ())
     if not columns:
         return None, []
-    names = [getattr(c, "key", None) or getattr(c, "name", None) or "_" for c in columns]
-    row = namedtuple("Row", names, rename=True)
-    return row, [c.type.dialect_impl(dialect) for c in columns]
+    names = tuple(getattr(c, "key", None) or getattr(c, "name", None) or "_" for c in columns)
+    return _row_type(names), [c.type.dialect_impl(dialect) for c in columns]
+
+
+@functools.lru_cache(maxsize=512)
+def _row_type(names: tuple[str, ...]) -> type:
+    """One named tuple type per list of column names: reads built per call share them."""
+    return namedtuple("Row", names, rename=True)
 
 
 Runnable = Statement | ClauseElement
