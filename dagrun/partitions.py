@@ -48,7 +48,6 @@ from dagrun.errors import DagrunError, NonRetryableError
 if TYPE_CHECKING:
     import pandas as pd
 
-    from dagrun.store import Store
 
 #: Twelve significant digits: exact for money and counts, and blind to the last-bit noise
 #: that a different summation order leaves, so equal results give equal bytes.
@@ -59,7 +58,6 @@ _DATASET = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]*")
 _DS = re.compile(r"\d{4}-\d{2}-\d{2}")
 _HOST = re.sub(r"[^A-Za-z0-9_-]", "_", socket.gethostname())
 _TEMP = re.compile(r"\.tmp\.(?P<host>[A-Za-z0-9_-]+)\.(?P<pid>\d+)\.[0-9a-f]+")
-_STORES: dict[str, Store] = {}
 
 
 class PartitionError(DagrunError):
@@ -301,8 +299,9 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
         yield
         return
     from dagrun.store import attempts
+    from dagrun.store.engine import shared_store
 
-    store = _store(context.db_url)
+    store = shared_store(context.db_url)
     with store.write() as conn:
         attempts.check_lease(conn, context.ti_id, context.fence_token, store.now(conn))
         yield
@@ -322,13 +321,3 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
             fence_token=context.fence_token,
             written_at=store.now(conn),
         )
-
-
-def _store(url: str) -> Store:
-    """One store per database per process: a worker child reuses it for every write."""
-    store = _STORES.get(url)
-    if store is None:
-        from dagrun.store import Store
-
-        store = _STORES[url] = Store(url, create=False)
-    return store

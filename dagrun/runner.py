@@ -86,24 +86,62 @@ class AttemptResult:
 
 
 class DagCache:
-    """Imported DAG files, reused while the file is unchanged (mtime and size)."""
+    """Imported DAG files, reused while the file is unchanged (mtime and size).
+
+    A file that no longer imports, or no longer defines the task, is run as its last good
+    version when the store has one (``dag_file.good_source``): its DAGs keep being
+    scheduled from their last good spec, so their attempts must run the code that made it.
+    """
 
     def __init__(self) -> None:
         self._files: dict[str, tuple[tuple[int, int], dict[str, DAG]]] = {}
 
-    def task(self, fileloc: str, dag_id: str, task_id: str) -> Task:
+    def task(self, fileloc: str, dag_id: str, task_id: str, db_url: str | None = None) -> Task:
+        try:
+            return _task_of(self._dags(fileloc), fileloc, dag_id, task_id)
+        except Exception as exc:
+            source = _good_source(db_url, fileloc)
+            if source is None:
+                raise
+            _note("WARNING", f"{fileloc} fails ({one_line(exc)}); running its last good version")
+            return _task_of(self._last_good(fileloc, source), fileloc, dag_id, task_id)
+
+    def _dags(self, fileloc: str) -> dict[str, DAG]:
         st = os.stat(fileloc)
         key = (st.st_mtime_ns, st.st_size)
         cached = self._files.get(fileloc)
         if cached is None or cached[0] != key:
-            dags = {d.dag_id: d for d in import_file(fileloc)}
+            self._files.pop(fileloc, None)
+            cached = self._files[fileloc] = (key, {d.dag_id: d for d in import_file(fileloc)})
+        return cached[1]
+
+    def _last_good(self, fileloc: str, source: str) -> dict[str, DAG]:
+        key = ("good", hash(source))
+        cached = self._files.get(fileloc)
+        if cached is None or cached[0] != key:
+            dags = {d.dag_id: d for d in import_file(fileloc, source)}
             cached = self._files[fileloc] = (key, dags)
-        dag = cached[1].get(dag_id)
-        if dag is None:
-            raise LookupError(f"{fileloc} no longer defines DAG '{dag_id}'")
-        if task_id not in dag.tasks:
-            raise LookupError(f"DAG '{dag_id}' no longer has task '{task_id}'")
-        return dag.tasks[task_id]
+        return cached[1]
+
+
+def _task_of(dags: dict[str, DAG], fileloc: str, dag_id: str, task_id: str) -> Task:
+    dag = dags.get(dag_id)
+    if dag is None:
+        raise LookupError(f"{fileloc} no longer defines DAG '{dag_id}'")
+    if task_id not in dag.tasks:
+        raise LookupError(f"DAG '{dag_id}' no longer has task '{task_id}'")
+    return dag.tasks[task_id]
+
+
+def _good_source(db_url: str | None, fileloc: str) -> str | None:
+    """The file's last good source from the store (None outside a worker, or if none)."""
+    if db_url is None:
+        return None
+    from dagrun.store import reads
+    from dagrun.store.engine import shared_store
+
+    with shared_store(db_url).read() as conn:
+        return reads.good_source(conn, fileloc)
 
 
 def execute(
@@ -190,7 +228,7 @@ def _run_task(
     cache: DagCache,
     on_process_group: Callable[[int], None] | None,
 ) -> Any:
-    task = cache.task(request.fileloc, request.dag_id, request.task_id)
+    task = cache.task(request.fileloc, request.dag_id, request.task_id, request.db_url)
     if isinstance(task, BashTask):
         _run_bash(task, context, on_process_group)
         return None

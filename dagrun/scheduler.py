@@ -27,7 +27,7 @@ from dagrun.errors import StoreConflict, StoreError
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
 from dagrun.store import Store, reads, registry, runs, upkeep
-from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, Completion
+from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
 from dagrun.store.engine import Backoff
 from dagrun.sync import sync_dags
 from dagrun.timetable import spread_offset
@@ -79,6 +79,12 @@ class Scheduler:
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
         self._warned_pools: set[str] = set()
+        self._reap_after = 0.0
+
+    def hold_reaping(self, seconds: float) -> None:
+        """Reap no leases for ``seconds`` (the database just came back: workers cut off
+        with this scheduler renew their leases before anyone takes them away)."""
+        self._reap_after = time.monotonic() + seconds
 
     def tick(self) -> TickReport:
         report = TickReport()
@@ -90,7 +96,8 @@ class Scheduler:
                 self._schedule_dag(row.dag_id, report)
             except StoreConflict as exc:  # another scheduler or a worker won a race
                 log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
-        swept = upkeep.sweep(self.store, self.specs, self.infra_budget)
+        reap = time.monotonic() >= self._reap_after
+        swept = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
         report.requeued, report.reaped = swept.requeued, len(swept.reaped)
         self._warn_missing_pools(swept.missing_pools)
         return report
@@ -220,6 +227,7 @@ class SchedulerLoop:
                 report = self.scheduler.tick()
             except StoreError as exc:
                 wait = backoff.next()
+                self.scheduler.hold_reaping(DEFAULT_LEASE_SECONDS)
                 try:
                     if health is not None:
                         health.check()

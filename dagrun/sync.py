@@ -4,11 +4,14 @@ Only files whose content changed since the last parse, or that imported a helper
 changed, are imported again; unchanged files keep their stored specs, so a scheduler tick or
 a ``dags list`` with nothing changed costs a directory walk, a hash per file and one query.
 Cross-file rules (one file per dag_id) are checked here because no single import can see
-them.
+them. A file that breaks keeps its DAGs: they stay scheduled from their last good spec, run
+from the file's last good source, and show the import error beside them; deleting the file
+removes them.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -56,19 +59,59 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         for dag_id in k.dag_ids
     }
     _keep_previous_owners(known, results, owners)
+    kept = _keep_last_good(known, results, owners)
     now = datetime.now(UTC)
     with store.write() as conn:
         registry.forget_files(conn, removed)
-        parsed = []
-        for path in sorted(results):
-            specs, error, line = _resolve_duplicates(results[path], owners)
-            helpers = tuple(h for h in results[path].depends_on if h in found)
-            parsed.append(
-                registry.ParsedFile(path, results[path].content_hash, specs, error, line, helpers)
-            )
+        parsed = [_parsed(results[path], owners, found, kept.get(path)) for path in sorted(results)]
         registry.save_files(conn, parsed, now)
         registry.deactivate_missing(conn, set(owners))
     return report
+
+
+def _parsed(
+    result: parser.FileResult,
+    owners: dict[str, str],
+    found: dict[str, str],
+    kept: tuple[str, ...] | None,
+) -> registry.ParsedFile:
+    """What the registry records of one parsed file. A file that failed but had good DAGs
+    keeps owning them (``kept``): they run on as last parsed, beside the error."""
+    specs, error, line = _resolve_duplicates(result, owners)
+    helpers = tuple(h for h in result.depends_on if h in found)
+    good = _source(result.path, result.content_hash) if error is None else None
+    return registry.ParsedFile(
+        result.path, result.content_hash, specs, error, line, helpers, kept, good
+    )
+
+
+def _keep_last_good(
+    known: dict[str, registry.KnownFile],
+    results: dict[str, parser.FileResult],
+    owners: dict[str, str],
+) -> dict[str, tuple[str, ...]]:
+    """Files that failed to load now but defined DAGs before: path -> those DAG ids, which
+    stay theirs (and scheduled) unless another file defines them now."""
+    kept = {}
+    for path, result in results.items():
+        previous = known[path].dag_ids if path in known else ()
+        if result.error is not None and previous:
+            ids = tuple(d for d in previous if owners.setdefault(d, path) == path)
+            kept[path] = ids
+    return kept
+
+
+def _source(path: str, content_hash: str) -> str | None:
+    """A file's text as it parsed (kept so workers can run it while a later edit fails);
+    None if it changed since (the next sync parses it again)."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+        if hashlib.sha1(data).hexdigest() != content_hash:
+            return None
+        return data.decode("utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
 
 
 def _keep_previous_owners(

@@ -45,8 +45,6 @@ from dagrun.store.engine import Backoff, Listener, dagrun_home
 
 log = logging.getLogger("dagrun.worker")
 
-DEFAULT_LEASE_SECONDS = float(os.environ.get("DAGRUN_LEASE_SECONDS", "30"))
-
 #: Called inside the group commit that finished runs, before the next claim: the one place
 #: a worker lets another role act (a backfill admits its next runs there, so their first
 #: tasks are claimed in the same transaction).
@@ -77,7 +75,7 @@ class WorkerStats:
 @dataclass
 class WorkerOptions:
     concurrency: int = os.cpu_count() or 2
-    lease_seconds: float = DEFAULT_LEASE_SECONDS
+    lease_seconds: float = attempts.DEFAULT_LEASE_SECONDS
     poll_interval: float = 1.0
     sweep_interval: float = 1.0
     grace: float = 30.0
@@ -217,7 +215,8 @@ class Worker:
             return False
 
     def _listen(self) -> None:
-        """(Re)open the LISTEN connection, at most every few seconds (after an outage)."""
+        """(Re)open the LISTEN connection, at most every few seconds: at start, and from the
+        lease keeper's thread after an outage."""
         if self._listener is None and time.monotonic() - self._listen_tried > 5:
             self._listen_tried = time.monotonic()
             self._listener = self.store.listen()
@@ -295,9 +294,12 @@ class Worker:
         """
         finished, self._finished = self._finished, []
         outcomes = [_outcome(job, result) for job, result in finished]
+        ended = [_lease(j) for j, _ in finished]
+        self.leases.forget(ended)  # before the commit: a lease is never "lost" by ending
         try:
             completion, claims, jobs = self._commit(pool, outcomes)
         except StoreError as exc:
+            self.leases.hold(ended)
             self._finished = finished + self._finished
             self._retry_at = time.monotonic() + self._backoff.next()
             if self.store.health is not None:
@@ -307,8 +309,6 @@ class Worker:
             return
         self._backoff.reset()
         self._learn(finished)
-        self._listen()
-        self.leases.forget([_lease(j) for j, _ in finished])
         self.leases.hold([_lease(j) for j in jobs])
         self._buffer.extend(jobs)
         self.stats.claimed += len(claims)
@@ -462,7 +462,7 @@ class LeaseKeeper:
         every = options.lease_seconds / 3
         next_extend = time.monotonic() + every
         next_sweep = time.monotonic()
-        backoff = Backoff()
+        backoff = Backoff(cap=every)  # back soon after an outage: renew before others reap
         while not self._stopped.wait(max(0.0, min(next_extend, next_sweep) - time.monotonic())):
             try:
                 if time.monotonic() >= next_extend:
@@ -470,6 +470,7 @@ class LeaseKeeper:
                     next_extend = time.monotonic() + every
                 if time.monotonic() >= next_sweep:
                     self.sweep()
+                    self.listen()
                     next_sweep = time.monotonic() + options.sweep_interval
                 backoff.reset()
             except StoreError:
@@ -501,12 +502,21 @@ class LeaseKeeper:
             lost = attempts.extend_leases(
                 conn, worker.owner, held, worker.options.lease_seconds, worker.store.now(conn)
             )
-        for ti_id, fence in sorted(lost):
+        for ti_id, fence in sorted(lost & self.held()):  # not the ones ended meanwhile
             log.warning(
                 "lease lost for task instance %s (fence %s); its result will be discarded",
                 ti_id,
                 fence,
             )
+
+    def listen(self) -> None:
+        """Re-open the worker's LISTEN connection once the database answers again (here,
+        where a slow connect holds up nothing); the worker then claims what it missed."""
+        worker = self.worker
+        if worker._listener is None and worker.store.caps.notifies:
+            worker._listen()
+            if worker._listener is not None:
+                worker.wake()
 
     def sweep(self) -> None:
         worker = self.worker

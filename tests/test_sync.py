@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import textwrap
 from pathlib import Path
 
 import pytest
@@ -156,10 +157,47 @@ def test_removing_a_helper_shows_the_error_and_restoring_it_fixes_it(
     helper.unlink()
     sync(sqlite_store, dags_dir)
     assert "No module named 'shared'" in errors(sqlite_store)[str(user)]
-    assert "user" not in active(sqlite_store)
+    assert dag_row(sqlite_store, "user").error == errors(sqlite_store)[str(user)]  # kept
     write_dag(dags_dir, "shared.py", 'COMMAND = "echo"\n')  # a new file: try it again
     sync(sqlite_store, dags_dir)
     assert str(user) not in errors(sqlite_store) and "user" in active(sqlite_store)
+
+
+def test_a_broken_edit_keeps_the_last_good_dag_beside_its_error(store: Store, dags_dir: Path):
+    """Adding a ``raise`` keeps the DAG scheduled as last parsed, with the error shown
+    beside it and the last good source kept for the workers; fixing it clears the error;
+    deleting the broken file removes the DAG."""
+    good = textwrap.dedent(simple_dag("kept", schedule="@daily", start_date="2026-01-01"))
+    path = write_dag(dags_dir, "kept.py", good)
+    sync(store, dags_dir)
+    spec = dag_row(store, "kept").spec
+    write_dag(dags_dir, "kept.py", good + "\nraise RuntimeError('half-finished edit')\n")
+    sync(store, dags_dir)
+    row = dag_row(store, "kept")
+    assert row.spec == spec and row.is_active
+    assert "RuntimeError: half-finished edit" in row.error == errors(store)[str(path)]
+    with store.read() as conn:
+        assert reads.good_source(conn, str(path)).strip() == good.strip()
+        assert reads.known_files(conn)[str(path)].dag_ids == ("kept",)
+    write_dag(dags_dir, "kept.py", good.replace("echo", "echo fixed"))
+    sync(store, dags_dir)
+    assert dag_row(store, "kept").error is None and str(path) not in errors(store)
+    with store.read() as conn:
+        assert "echo fixed" in reads.good_source(conn, str(path))
+    write_dag(dags_dir, "kept.py", "raise RuntimeError('broken again')\n")
+    sync(store, dags_dir)
+    assert "kept" in active(store)
+    path.unlink()
+    sync(store, dags_dir)
+    assert "kept" not in active(store) and str(path) not in errors(store)
+
+
+def test_a_file_that_never_loaded_has_no_dags(sqlite_store: Store, dags_dir: Path):
+    source = textwrap.dedent(simple_dag("never")) + "\nraise RuntimeError('no')\n"
+    write_dag(dags_dir, "never.py", source)
+    sync(sqlite_store, dags_dir)
+    assert "never" not in active(sqlite_store)
+    assert "RuntimeError: no" in errors(sqlite_store)[str(dags_dir / "never.py")]
 
 
 def test_removed_file_deactivates_its_dags(store: Store, dags_dir: Path):

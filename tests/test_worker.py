@@ -10,6 +10,7 @@ from sqlalchemy import select
 from dagrun import logfiles
 from dagrun.store import reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
+from dagrun.sync import sync_dags
 from dagrun.worker import Worker, WorkerOptions
 from tests.helpers import queue_run, run_once, start_cli, stop_process, wait_until, write_dag
 
@@ -284,3 +285,29 @@ def test_an_idle_worker_hears_work_queued_elsewhere_on_postgresql(store, dags_di
         assert run_state_of(store, "heard") == "success"
     finally:
         assert stop_process(worker) == 0
+
+
+def test_a_dag_whose_file_broke_runs_its_last_good_version(store, dags_dir, tmp_path):
+    """The scheduler keeps the last good spec of a file that fails now; its attempts run
+    the file's last good source, and say so in their log."""
+    marker = tmp_path / "ran.txt"
+    good = f"""
+        from dagrun import DAG, task
+
+        with DAG("steady", schedule=None):
+            @task
+            def work():
+                open({str(marker)!r}, "w").write("good version")
+
+            work()
+        """
+    path = write_dag(dags_dir, "steady.py", good)
+    sync_dags(store, str(dags_dir))
+    path.write_text(path.read_text() + "\nraise RuntimeError('half-finished edit')\n")
+    run, tasks = run_once(store, dags_dir, "steady", log_dir=tmp_path / "logs")
+    assert run.state == "success", tasks["work"].last_error
+    assert marker.read_text() == "good version"
+    (attempt,) = attempts_of(store, "work")
+    assert "fails (RuntimeError: half-finished edit); running its last good version" in log_of(
+        attempt
+    )

@@ -13,6 +13,7 @@ leases also use). The statements are in ``statements.py``.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -32,6 +33,8 @@ from dagrun.store.runs import SpecLookup
 #: Lost leases, lost children and unwritable logs a task instance may suffer before it
 #: fails for good: infrastructure failures, kept apart from the task's own ``retries``.
 DEFAULT_INFRA_BUDGET = 3
+#: How long a claim holds its task instance unless extended (heartbeats every third).
+DEFAULT_LEASE_SECONDS = float(os.environ.get("DAGRUN_LEASE_SECONDS", "30"))
 
 
 @dataclass(frozen=True)

@@ -208,6 +208,18 @@ class Store:
         self.engine.dispose()
 
 
+_SHARED: dict[str, Store] = {}
+
+
+def shared_store(url: str) -> Store:
+    """One store per database per process, opened without touching the schema: what a
+    worker child's attempts use (fenced partition writes, a file's last good source)."""
+    store = _SHARED.get(url)
+    if store is None:
+        store = _SHARED[url] = Store(url, create=False)
+    return store
+
+
 _SERVER_NOW = select(func.now())
 _SCHEMA_VERSION = select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
 

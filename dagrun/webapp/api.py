@@ -99,6 +99,7 @@ def dag_json(info: DagInfo, recent: list[RunRow]) -> dict[str, Any]:
         "timezone": info.spec.timezone,
         "paused": info.is_paused,
         "active": info.is_active,
+        "import_error": info.error,
         "fileloc": info.fileloc,
         "tags": list(info.spec.tags),
         "tasks": [t.task_id for t in info.spec.tasks],
