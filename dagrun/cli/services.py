@@ -62,7 +62,7 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
             stats = worker.run()
     finally:
         loop.stop()
-        loop.join(30)
+        loop.join(5)  # a tick stuck in a parse ends with the process (its child too)
     log.info("scheduler stopped: %d task attempt(s) run", stats.claimed)
 
 

@@ -383,11 +383,23 @@ _PG_CONNECT_ARGS = {
 }
 
 
+#: A dagrun transaction lasts milliseconds. One left open this long belongs to a process
+#: that was paused (or hung) inside it: PostgreSQL ends it, so the row locks it holds stop
+#: blocking every other worker; the paused process finds its transaction gone and retries.
+IDLE_IN_TRANSACTION_MS = int(os.environ.get("DAGRUN_PG_IDLE_IN_TRANSACTION_MS", "10000"))
+
+
 def _connect_args(parsed) -> dict[str, object]:
-    """PostgreSQL's timeouts and keepalives, unless the URL sets its own."""
+    """PostgreSQL's timeouts and keepalives, unless the URL sets its own; the session
+    setting is added to the URL's own ``options``."""
     if parsed.get_backend_name() != "postgresql":
         return {}
-    return {k: v for k, v in _PG_CONNECT_ARGS.items() if k not in parsed.query}
+    args: dict[str, object] = {k: v for k, v in _PG_CONNECT_ARGS.items() if k not in parsed.query}
+    options = parsed.query.get("options", "")
+    if "idle_in_transaction_session_timeout" not in options:
+        setting = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
+        args["options"] = f"{options} {setting}".strip()
+    return args
 
 
 def _make_engine(url: str) -> Engine:

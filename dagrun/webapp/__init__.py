@@ -18,22 +18,22 @@ Modules: ``app`` (the WSGI callable, its error pages, and the ``Site`` every han
 ``formatting`` (what the templates print), ``paging`` and ``models`` (the shared view models,
 read through ``dagrun.store.reads``), ``pages`` (HTML), ``api`` (JSON and ``/healthz``),
 ``metrics`` (Prometheus), ``logs`` (safe log reading), ``templates`` (Jinja and static
-files), ``server`` (the threaded server).
+files), ``server`` (waitress: bounded threads, idle connections closed).
 """
 
 from __future__ import annotations
 
 from dagrun.webapp.app import LOG_TAIL_BYTES, Site, WebApp
 from dagrun.webapp.logs import LogText, read_log
-from dagrun.webapp.server import ThreadingWSGIServer, make_web_server
+from dagrun.webapp.server import WebServer, make_web_server
 from dagrun.webapp.urls import grid_url, log_url, run_url
 
 __all__ = [
     "LOG_TAIL_BYTES",
     "LogText",
     "Site",
-    "ThreadingWSGIServer",
     "WebApp",
+    "WebServer",
     "grid_url",
     "log_url",
     "make_web_server",
