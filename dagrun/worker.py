@@ -6,9 +6,9 @@ transaction, records every outcome (fenced), advances the affected runs (queuein
 whose upstreams just finished) and claims the next batch. That group commit is what makes
 small tasks cheap; holding a small buffer of claims keeps children busy while it runs.
 
-Leases are kept on a thread of their own (``LeaseKeeper``): it extends them about every
-third of their length and sweeps the queue (retries due, leases expired), so no slow step
-of the loop, and nothing another role does in this process, can make a healthy attempt
+Leases are kept on a thread of their own (``leases.LeaseKeeper``): it extends them about
+every third of their length and sweeps the queue (retries due, leases expired), so no slow
+step of the loop, and nothing another role does in this process, can make a healthy attempt
 lose its lease. A lost lease turns the attempt's eventual result into a stale record.
 
 The database may go away: the loop then stops claiming, keeps its children running and
@@ -23,7 +23,6 @@ import gc
 import logging
 import os
 import socket
-import threading
 import time
 import uuid
 from collections import deque
@@ -35,11 +34,12 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from dagrun.children import Job, Pool
-from dagrun.errors import DagrunError, StoreError
+from dagrun.errors import StoreError
+from dagrun.leases import LeaseKeeper
 from dagrun.runner import AttemptRequest, AttemptResult
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome
-from dagrun.store import Store, attempts, registry, upkeep
+from dagrun.store import Store, attempts, registry
 from dagrun.store.attempts import Claim, Completion, Outcome
 from dagrun.store.engine import Backoff, Listener, dagrun_home
 
@@ -102,7 +102,17 @@ class Worker:
         self.on_commit = on_commit
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
-        self.leases = LeaseKeeper(self)
+        self.leases = LeaseKeeper(
+            store,
+            self.owner,
+            self.specs,
+            lease_seconds=self.options.lease_seconds,
+            sweep_interval=self.options.sweep_interval,
+            infra_budget=self.options.infra_budget,
+            wake=self.wake,
+            fail=self.fail,
+            relisten=self._relisten,
+        )
         self._runs: dict[int, object] = {}
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
@@ -213,6 +223,14 @@ class Worker:
             self._listener.close()
             self._listener = None
             return False
+
+    def _relisten(self) -> None:
+        """From the lease keeper's thread once the database answers after an outage (where
+        a slow connect holds up nothing): listen again, then claim what was missed."""
+        if self._listener is None and self.store.caps.notifies:
+            self._listen()
+            if self._listener is not None:
+                self.wake()
 
     def _listen(self) -> None:
         """(Re)open the LISTEN connection, at most every few seconds: at start, and from the
@@ -420,110 +438,6 @@ class Worker:
         self.leases.forget(leases)
         self.stats.released += count
         log.info("released %d task instance(s) back to the queue", count)
-
-
-class LeaseKeeper:
-    """The worker's leases on a thread of their own: renewed about every third of their
-    length however long the worker's loop or anything else in this process takes, and the
-    queue's upkeep (retries due, expired leases) on the sweep interval. After the database
-    was unreachable it waits one lease before reaping, so workers cut off with it renew
-    their leases before anyone takes them away."""
-
-    def __init__(self, worker: Worker) -> None:
-        self.worker = worker
-        self._held: set[tuple[int, int]] = set()
-        self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dagrun-leases", daemon=True)
-        self._reap_after = 0.0
-
-    def hold(self, leases: list[tuple[int, int]]) -> None:
-        with self._lock:
-            self._held.update(leases)
-
-    def forget(self, leases: list[tuple[int, int]]) -> None:
-        with self._lock:
-            self._held.difference_update(leases)
-
-    def held(self) -> set[tuple[int, int]]:
-        with self._lock:
-            return set(self._held)
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        options = self.worker.options
-        every = options.lease_seconds / 3
-        next_extend = time.monotonic() + every
-        next_sweep = time.monotonic()
-        backoff = Backoff(cap=every)  # back soon after an outage: renew before others reap
-        while not self._stopped.wait(max(0.0, min(next_extend, next_sweep) - time.monotonic())):
-            try:
-                if time.monotonic() >= next_extend:
-                    self.extend()
-                    next_extend = time.monotonic() + every
-                if time.monotonic() >= next_sweep:
-                    self.sweep()
-                    self.listen()
-                    next_sweep = time.monotonic() + options.sweep_interval
-                backoff.reset()
-            except StoreError:
-                self._reap_after = time.monotonic() + options.lease_seconds
-                delay = time.monotonic() + backoff.next()
-                next_extend, next_sweep = min(next_extend, delay), max(next_sweep, delay)
-                if self._check_outage():
-                    return
-            except DagrunError as exc:  # pragma: no cover - a bug; stop the worker loudly
-                self.worker.fail(exc)
-                return
-
-    def _check_outage(self) -> bool:
-        health = self.worker.store.health
-        try:
-            if health is not None:
-                health.check()
-        except StoreError as exc:
-            self.worker.fail(exc)
-            return True
-        return False
-
-    def extend(self) -> None:
-        held = self.held()
-        if not held:
-            return
-        worker = self.worker
-        with worker.store.write() as conn:
-            lost = attempts.extend_leases(
-                conn, worker.owner, held, worker.options.lease_seconds, worker.store.now(conn)
-            )
-        for ti_id, fence in sorted(lost & self.held()):  # not the ones ended meanwhile
-            log.warning(
-                "lease lost for task instance %s (fence %s); its result will be discarded",
-                ti_id,
-                fence,
-            )
-
-    def listen(self) -> None:
-        """Re-open the worker's LISTEN connection once the database answers again (here,
-        where a slow connect holds up nothing); the worker then claims what it missed."""
-        worker = self.worker
-        if worker._listener is None and worker.store.caps.notifies:
-            worker._listen()
-            if worker._listener is not None:
-                worker.wake()
-
-    def sweep(self) -> None:
-        worker = self.worker
-        reap = time.monotonic() >= self._reap_after
-        report = upkeep.sweep(worker.store, worker.specs, worker.options.infra_budget, reap=reap)
-        if report.queued_work:
-            worker.wake()
 
 
 def _lease(job: Job) -> tuple[int, int]:
