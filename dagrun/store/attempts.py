@@ -88,10 +88,10 @@ def claim(
                 "b_run_pk": r.run_pk,
                 "b_dag_id": r.dag_id,
                 "b_task_id": r.task_id,
-                "b_try": r.try_number,
-                "b_fence": r.fence_token,
-                "b_owner": owner,
-                "b_now": now,
+                "b_try_number": r.try_number,
+                "b_fence_token": r.fence_token,
+                "b_worker": owner,
+                "b_started_at": now,
             }
             for r in rows
         ],

@@ -62,17 +62,8 @@ class DagRow:
 
 
 def known_files(conn: Connection) -> dict[str, KnownFile]:
-    rows = sql.rows(
-        conn,
-        select(
-            dag_file.c.path,
-            dag_file.c.content_hash,
-            dag_file.c.dag_ids,
-            dag_file.c.error,
-            dag_file.c.error_line,
-            dag_file.c.depends_on,
-        ),
-    )
+    columns = dag_file.c["path", "content_hash", "dag_ids", "error", "error_line", "depends_on"]
+    rows = sql.rows(conn, select(*columns))
     return {
         r.path: KnownFile(
             r.path,
@@ -103,12 +94,7 @@ def good_source(conn: Connection, path: str) -> str | None:
 
 
 _DAG_SELECT = select(
-    dag.c.dag_id,
-    dag.c.fileloc,
-    dag.c.is_paused,
-    dag.c.is_active,
-    dag.c.spec_hash,
-    dag.c.spec,
+    *dag.c["dag_id", "fileloc", "is_paused", "is_active", "spec_hash", "spec"],
     dag.c.next_logical_date,
     dag_file.c.error,
 ).outerjoin(dag_file, dag_file.c.path == dag.c.fileloc)
@@ -518,14 +504,8 @@ class DeadLetter:
 def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter]:
     """Task instances that failed for good, with their last error (newest date last)."""
     stmt = (
-        select(
-            ti.c.dag_id,
-            ti.c.task_id,
-            dag_run.c.run_id,
-            dag_run.c.logical_date,
-            ti.c.try_number,
-            ti.c.last_error,
-        )
+        select(ti.c.dag_id, ti.c.task_id, *dag_run.c["run_id", "logical_date"])
+        .add_columns(ti.c.try_number, ti.c.last_error)
         .join(dag_run, dag_run.c.id == ti.c.run_pk)
         .where(in_state(TaskState.FAILED))
         .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.id)

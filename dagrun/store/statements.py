@@ -60,6 +60,11 @@ def _b(name: str, **kwargs):
     return bindparam(f"b_{name}", **kwargs)
 
 
+def _binds(columns: str) -> dict:
+    """``column: b_<column>`` for each of the space-separated ``columns`` (an INSERT's values)."""
+    return {c: _b(c) for c in columns.split()}
+
+
 def _many(name: str):
     """An ``IN`` list bound at execution (``b_<name>``, a list)."""
     return bindparam(f"b_{name}", expanding=True)
@@ -142,24 +147,16 @@ LOCK_DAG_OR_SKIP = Statement(
     _DAG_ROW.with_for_update(skip_locked=True),
 )
 _RUN_COLUMNS = (
-    "dag_id",
-    "run_id",
-    "logical_date",
-    "data_interval_start",
-    "data_interval_end",
-    "run_type",
-    "state",
-    "conf",
-    "not_before",
-    "created_at",
+    "dag_id run_id logical_date data_interval_start data_interval_end run_type state conf "
+    "not_before created_at"
 )
 INSERT_RUNS = Statement(
     "Create runs in state waiting; a date that has a run keeps it (one run per date).",
-    _insert_new(dag_run, _RUN_COLUMNS),
+    _insert_new(dag_run, tuple(_RUN_COLUMNS.split())),
 )
 INSERT_MANUAL_RUN = Statement(
     "Create one manual run in state waiting; returns its id.",
-    insert(dag_run).values({c: _b(c) for c in _RUN_COLUMNS}).returning(dag_run.c.id),
+    insert(dag_run).values(_binds(_RUN_COLUMNS)).returning(dag_run.c.id),
 )
 RUN_BY_KEY = Statement(
     "The run of a DAG with this run id or at this logical date (a manual run's clash).",
@@ -308,13 +305,7 @@ REOPEN_RUN = Statement(
 )
 INSERT_AUDIT = Statement(
     "Record an operator action (clear, backfill, pause, pools...) with who and when.",
-    insert(audit_log).values(
-        at=_b("at"),
-        action=_b("action"),
-        dag_id=_b("dag_id"),
-        actor=_b("actor"),
-        detail=_b("detail"),
-    ),
+    insert(audit_log).values(_binds("at action dag_id actor detail")),
 )
 
 # ---------------------------------------------------------------- attempts: claim
@@ -346,13 +337,7 @@ def _claim(pooled: bool):
             duration=None,
         )
         .returning(
-            ti.c.id,
-            ti.c.run_pk,
-            ti.c.dag_id,
-            ti.c.task_id,
-            ti.c.try_number,
-            ti.c.fence_token,
-            ti.c.failures,
+            *ti.c["id", "run_pk", "dag_id", "task_id", "try_number", "fence_token", "failures"],
             ti.c.infra_failures,
         )
     )
@@ -369,24 +354,13 @@ CLAIM_IN_POOL = Statement(
 INSERT_ATTEMPT = Statement(
     "Open an attempt in the history: who runs which try under which fence, since when.",
     insert(task_attempt).values(
-        ti_id=_b("ti_id"),
-        run_pk=_b("run_pk"),
-        dag_id=_b("dag_id"),
-        task_id=_b("task_id"),
-        try_number=_b("try"),
-        fence_token=_b("fence"),
-        worker=_b("owner"),
-        started_at=_b("now"),
+        _binds("ti_id run_pk dag_id task_id try_number fence_token worker started_at")
     ),
 )
 CLAIMED_RUNS = Statement(
     "What claimed attempts need of their runs: run id, dates, conf.",
     select(
-        dag_run.c.id,
-        dag_run.c.run_id,
-        dag_run.c.logical_date,
-        dag_run.c.data_interval_start,
-        dag_run.c.data_interval_end,
+        *dag_run.c["id", "run_id", "logical_date", "data_interval_start", "data_interval_end"],
         dag_run.c.conf,
     ).where(dag_run.c.id.in_(_many("run_pks"))),
 )
@@ -497,24 +471,14 @@ RUN_OF_TASK = Statement(
     "The run a task instance belongs to.",
     select(ti.c.run_pk).where(ti.c.id == _b("ti_id")),
 )
-_WRITE_COLUMNS = (
-    "dataset",
-    "partition_key",
-    "path",
-    "rows",
-    "sha256",
-    "unchanged",
-    "ti_id",
-    "dag_id",
-    "task_id",
-    "run_pk",
-    "try_number",
-    "fence_token",
-    "written_at",
-)
 INSERT_PARTITION_WRITE = Statement(
     "Record a fenced partition write: file, rows, fingerprint, and the attempt that made it.",
-    insert(partition_write).values({c: _b(c) for c in _WRITE_COLUMNS}),
+    insert(partition_write).values(
+        _binds(
+            "dataset partition_key path rows sha256 unchanged ti_id dag_id task_id run_pk "
+            "try_number fence_token written_at"
+        )
+    ),
 )
 
 # ---------------------------------------------------------------- upkeep: retries and leases
