@@ -26,7 +26,7 @@ from dagrun.errors import LeaseLost, NonRetryableError
 from dagrun.parser import build_spec
 from dagrun.partitions import InvalidPartition, PartitionNotFound
 from dagrun.states import RunType
-from dagrun.store import attempts, registry, runs, upkeep
+from dagrun.store import attempts, engine, registry, runs, upkeep
 from dagrun.store.attempts import Claim
 from dagrun.store.schema import partition_write, task_instance
 
@@ -255,7 +255,7 @@ def attempt(store):
     )
     yield claim
     set_current(None)
-    cached = partitions_module._STORES.pop(store.url, None)
+    cached = engine._SHARED.pop(store.url, None)
     if cached is not None:
         cached.dispose()
 
