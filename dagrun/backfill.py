@@ -9,9 +9,11 @@ stopped (its runs are still waiting, queued or running), and a date never gets a
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
+from itertools import chain, islice
 
 from dagrun.errors import UsageError
 from dagrun.spec import DagSpec
@@ -27,6 +29,10 @@ class Action(StrEnum):
     RESUME = "resume"
     RERUN_FAILED = "rerun failed tasks"
     RESET = "reset and rerun"
+
+
+#: The actions that make the backfill run something (the others leave a date alone).
+RUNNING_ACTIONS = frozenset({Action.CREATE, Action.RESUME, Action.RERUN_FAILED, Action.RESET})
 
 
 class Mode(StrEnum):
@@ -52,30 +58,73 @@ class Plan:
 
     @property
     def to_run(self) -> list[PlanEntry]:
-        return [e for e in self.entries if e.action not in (Action.SKIP, Action.KEEP_FAILED)]
+        return [e for e in self.entries if e.action in RUNNING_ACTIONS]
 
     def counts(self) -> Counter:
         return Counter(e.action for e in self.entries)
 
 
+#: Existing runs are read for this many scheduled dates at a time (one range query each), so
+#: a plan over millions of dates never holds all of its runs in memory.
+PAGE_DATES = 1000
+
+
 def make_plan(store: Store, spec: DagSpec, start: datetime, end: datetime, mode: Mode) -> Plan:
     """What backfill will do to each scheduled date in [start, end]; changes nothing."""
-    intervals = list(spec.timetable.intervals(start, end))
-    if not intervals:
+    return Plan(spec, start, end, list(stream_plan(store, spec, start, end, mode)))
+
+
+def stream_plan(
+    store: Store, spec: DagSpec, start: datetime, end: datetime, mode: Mode
+) -> Iterator[PlanEntry]:
+    """The plan one date at a time, oldest first, for ``--dry-run`` and for counting: a range
+    of centuries is printed as it is planned instead of first filling memory. Raises
+    ``UsageError`` at once (before anything is printed) when no date is scheduled."""
+    entries = _entries(store, spec, start, end, mode)
+    first = next(entries, None)
+    if first is None:
         raise UsageError(
             f"no scheduled logical dates of '{spec.dag_id}' ({spec.schedule_text}) between "
             f"{start.isoformat()} and {end.isoformat()}"
         )
-    with store.read() as conn:
-        existing = {r.logical_date: r for r in reads.runs_between(conn, spec.dag_id, start, end)}
-    entries = []
-    for interval in intervals:
-        run = existing.get(interval.start)
-        action = _action(run.state if run else None, mode)
-        entries.append(
-            PlanEntry(interval, action, run.id if run else None, run.state if run else None)
-        )
-    return Plan(spec, start, end, entries)
+    return chain([first], entries)
+
+
+def count_to_run(
+    store: Store, spec: DagSpec, start: datetime, end: datetime, mode: Mode, limit: int
+) -> int:
+    """How many runs the backfill would run, counting no further than ``limit``: enough to
+    decide whether to ask first, without planning every date of a huge range twice."""
+    entries = _entries(store, spec, start, end, mode)
+    return sum(1 for _ in islice((e for e in entries if e.action in RUNNING_ACTIONS), limit))
+
+
+def _entries(
+    store: Store, spec: DagSpec, start: datetime, end: datetime, mode: Mode
+) -> Iterator[PlanEntry]:
+    """Each scheduled date with its action; the runs already there are read one page of
+    dates at a time, each page in one short read transaction."""
+    intervals = _representable(spec.timetable.intervals(start, end))
+    while page := list(islice(intervals, PAGE_DATES)):
+        with store.read() as conn:
+            found = reads.runs_between(conn, spec.dag_id, page[0].start, page[-1].start)
+        existing = {r.logical_date: r for r in found}
+        for interval in page:
+            run = existing.get(interval.start)
+            state = run.state if run else None
+            yield PlanEntry(interval, _action(state, mode), run.id if run else None, state)
+
+
+def _representable(intervals: Iterator[DataInterval]) -> Iterator[DataInterval]:
+    """The intervals up to the last one ``datetime`` can hold. A timedelta schedule computes
+    the end of an interval starting in 9999-12-31 by overflowing; such a run cannot exist, so
+    the dates end there instead of the command crashing."""
+    while True:
+        try:
+            interval = next(intervals)
+        except (StopIteration, OverflowError):
+            return
+        yield interval
 
 
 def _action(state: str | None, mode: Mode) -> Action:

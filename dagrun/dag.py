@@ -19,7 +19,7 @@ from dagrun.errors import DagDefinitionError
 from dagrun.states import TriggerRule
 from dagrun.timetable import Timetable, make_timetable, parse_duration
 
-SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]{1,200}$")
+SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 #: Names a task callable may declare to receive run context (DESIGN section 2).
 CONTEXT_NAMES = frozenset(
@@ -75,8 +75,9 @@ def current_dag() -> DAG | None:
 
 def check_id(kind: str, value: object, **where: str | None) -> str:
     """Ids become path segments (logs, partitions) and URL parts, so only safe characters,
-    and never ``.`` or ``..``."""
-    if not isinstance(value, str) or not SAFE_ID.match(value) or not value.strip("."):
+    and never ``.`` or ``..``. ``fullmatch``, because ``$`` also matches before a final
+    newline and would let ``"abc\\n"`` through."""
+    if not isinstance(value, str) or not SAFE_ID.fullmatch(value) or not value.strip("."):
         raise DagDefinitionError(
             f"{kind} id {value!r} must be 1-200 characters of letters, digits, '_', '.' or '-'"
             " (and not only dots)",
@@ -257,7 +258,9 @@ class Task(DependencyMixin):
             raise DagDefinitionError(
                 "created outside a DAG: use `with DAG(...):` or pass dag=", task_id=task_id
             )
-        self.task_id = check_id("task", task_id, dag_id=dag.dag_id, task_id=task_id)
+        # The id is not passed as task_id=: a bad one (with a newline) would be printed raw
+        # in the message's prefix, and an import error keeps only its first line.
+        self.task_id = check_id("task", task_id, dag_id=dag.dag_id)
         self.dag = dag
         own = _check_options(options, dag_id=dag.dag_id, task_id=task_id)
         self.options = {**TASK_DEFAULTS, **dag.default_args, **own}

@@ -1,7 +1,8 @@
 """A one-line progress display for long operations (backfill): bar, counts, elapsed, rate.
 
-On a terminal the line redraws in place; elsewhere (CI logs, pipes) a plain line is printed
-every few seconds so a long job still shows it is alive.
+On a terminal the line redraws in place behind a bar; elsewhere (CI logs, pipes) a plain line
+of counts, without the bar, is printed every few seconds so a long job still shows it is
+alive.
 """
 
 from __future__ import annotations
@@ -41,18 +42,22 @@ class Progress:
         self.stream.flush()
 
     def render(self, summary, elapsed: float) -> str:
+        """The counts, behind a bar on a terminal only: a bar that redraws in place shows
+        movement, but in a log file it is only noise on every line."""
         runs, tasks = summary.runs, summary.tasks
         ok, failed = runs.get(RunState.SUCCESS, 0), runs.get(RunState.FAILED, 0)
         done_tasks = sum(n for s, n in tasks.items() if s in FINISHED_TASK_STATES)
         total_tasks = max(self.total_tasks, sum(tasks.values()))
-        width = 24
-        filled = int(width * (ok + failed) / self.total) if self.total else width
         rate = done_tasks / elapsed if elapsed > 0 else 0.0
-        return (
-            f"[{'#' * filled}{'.' * (width - filled)}] runs {ok + failed}/{self.total} "
-            f"(ok {ok}, failed {failed})  tasks {done_tasks}/{total_tasks}  "
-            f"{elapsed:.1f}s  {rate:.1f} tasks/s"
+        counts = (
+            f"runs {ok + failed}/{self.total} (ok {ok}, failed {failed})  "
+            f"tasks {done_tasks}/{total_tasks}  {elapsed:.1f}s  {rate:.1f} tasks/s"
         )
+        return f"{self._bar(ok + failed)} {counts}" if self.tty else counts
+
+    def _bar(self, done_runs: int, width: int = 24) -> str:
+        filled = int(width * done_runs / self.total) if self.total else width
+        return f"[{'#' * filled}{'.' * (width - filled)}]"
 
     def close(self) -> None:
         if self.tty:

@@ -94,23 +94,47 @@ def main(argv: list[str] | None = None) -> None:
         code = EXIT_FAILED
     except click.exceptions.Exit as exc:
         code = exc.exit_code
+    except click.exceptions.NoArgsIsHelpError as exc:
+        exc.show()  # a group named alone (`dagrun dags`): its help is the answer
+        code = EXIT_USAGE
+    except click.UsageError as exc:
+        _error(usage_line(exc))
+        code = EXIT_USAGE
     except click.ClickException as exc:
-        exc.show()
+        _error(exc.format_message())
         code = EXIT_USAGE
     except UsageError as exc:
         if verbose:
             raise
-        click.echo(f"error: {exc}", err=True)
+        _error(str(exc))
         code = EXIT_USAGE
     except DagrunError as exc:
         if verbose:
             raise
-        click.echo(f"error: {exc}", err=True)
+        _error(str(exc))
         code = EXIT_FAILED
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def usage_line(exc: click.UsageError) -> str:
+    """click's usage error in dagrun's one-line form: "Missing option '--start'." becomes
+    "missing option '--start' (see `dagrun backfill --help`)"."""
+    message = exc.format_message().strip().removesuffix(".")
+    if message[:1].isupper() and message[1:2].islower():
+        message = message[0].lower() + message[1:]
+    if exc.ctx is None:
+        return message
+    return f"{message} (see `{exc.ctx.command_path} --help`)"
+
+
+def _error(message: str) -> None:
+    """The one line of a failed command: a newline inside the message (an id typed with one,
+    a driver's multi-line text) is shown escaped, so a script reading stderr sees one line."""
+    one_line = message.strip().replace("\r", "\\r").replace("\n", "\\n")
+    click.echo(f"error: {one_line}", err=True)
 
 
 __all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "App", "cli", "main", "pass_app"]

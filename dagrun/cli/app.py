@@ -6,14 +6,17 @@ import json
 import logging
 import signal
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
-from datetime import date, datetime
+from datetime import date, datetime, timedelta
+from itertools import pairwise
 from typing import TYPE_CHECKING, Any
+from zoneinfo import ZoneInfo
 
 import click
 
-from dagrun.timetable import parse_cli_instant
+from dagrun.errors import UsageError
+from dagrun.timetable import parse_cli_instant, parse_cli_range
 
 if TYPE_CHECKING:
     from dagrun.spec import DagSpec
@@ -92,10 +95,44 @@ def resolve_date(spec, value: str) -> datetime:
     day (local midnight for an unscheduled DAG); a full timestamp is taken as given."""
     tt = spec.timetable
     day = _date_only(value)
-    if day is None:
-        return parse_cli_instant(value, tt.tz)
-    found = tt.logical_date_on_day(day) if tt.schedulable else None
-    return found or parse_cli_instant(value, tt.tz)
+    try:
+        if day is None:
+            return parse_cli_instant(value, tt.tz)
+        found = tt.logical_date_on_day(day) if tt.schedulable else None
+        return found or parse_cli_instant(value, tt.tz)
+    except OverflowError:
+        raise UsageError(out_of_range("date", value, spec)) from None
+
+
+#: The dates every timezone can turn into UTC instants (and a date-only end into the end of
+#: its day) without leaving the years 1-9999 that ``datetime`` holds.
+SUPPORTED_DATES = "0001-01-02 to 9999-12-30"
+
+
+def cli_range(spec, start: str, end: str) -> tuple[datetime, datetime]:
+    """``--start``/``--end`` in UTC (``parse_cli_range``); a date that ``datetime`` cannot hold
+    once in UTC (0001-01-01 east of Greenwich, the day after 9999-12-31) is bad input, not a
+    crash."""
+    tz = spec.timetable.tz
+    try:
+        return parse_cli_range(start, end, tz)
+    except OverflowError:
+        try:
+            parse_cli_instant(start, tz)
+        except OverflowError:
+            raise UsageError(out_of_range("--start", start, spec)) from None
+        raise UsageError(out_of_range("--end", end, spec)) from None
+
+
+def out_of_range(what: str, value: str, spec) -> str:
+    """The message for a date ``datetime`` cannot hold, with what the DAG can use instead."""
+    tt = spec.timetable
+    starts = (
+        f"; DAG '{spec.dag_id}' starts at {fmt_local(tt.start, tt.tz)}"
+        if tt.start is not None
+        else ""
+    )
+    return f"{what} {value} is out of range (dates from {SUPPORTED_DATES}){starts}"
 
 
 def _date_only(value: str) -> date | None:
@@ -140,3 +177,15 @@ def setup_logging(verbose: bool, level: int = logging.INFO) -> None:
 
 def fmt_seconds(value: float | None) -> str:
     return "-" if value is None else f"{value:.1f}s"
+
+
+def fmt_local(instant: datetime, tz: ZoneInfo, seconds: bool = False) -> str:
+    """An instant as wall-clock time in the DAG's zone, as every table shows logical dates."""
+    return instant.astimezone(tz).strftime(f"%Y-%m-%d %H:%M{':%S' if seconds else ''} %Z")
+
+
+def within_a_minute(instants: Iterable[datetime]) -> bool:
+    """Whether two of these are less than a minute apart: then minutes alone could show two
+    logical dates as one, so a table shows seconds too."""
+    ordered = sorted(instants)
+    return any(later - earlier < timedelta(minutes=1) for earlier, later in pairwise(ordered))

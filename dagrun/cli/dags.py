@@ -6,7 +6,8 @@ from datetime import UTC, datetime
 
 import click
 
-from dagrun.cli.app import App, echo_json, echo_table, pass_app
+from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
+from dagrun.errors import UsageError
 from dagrun.store import audit, reads, registry
 from dagrun.timetable import iso, parse_cli_instant
 
@@ -71,7 +72,7 @@ def _next_run_local(r: reads.DagRow) -> str:
     value = _next_logical_date(r)
     if value is None:
         return "-"
-    return value.astimezone(r.spec.timetable.tz).strftime("%Y-%m-%d %H:%M %Z")
+    return fmt_local(value, r.spec.timetable.tz)
 
 
 def _yes(flag: bool) -> str:
@@ -114,8 +115,17 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
     with app.store.read() as conn:
         spec = reads.get_dag(conn, dag_id).spec
     tt = spec.timetable
-    start = parse_cli_instant(after, tt.tz) if after else datetime.now(UTC)
-    occurrences = tt.occurrences(start, count)
+    try:
+        start = parse_cli_instant(after, tt.tz) if after else datetime.now(UTC)
+    except OverflowError:
+        raise UsageError(out_of_range("--after", after, spec)) from None
+    try:
+        occurrences = tt.occurrences(start, count)
+    except OverflowError:  # only an --after within days of 9999-12-31 gets here
+        raise UsageError(
+            f"--after {after}: the runs that follow fall past 9999-12-31, the last date "
+            "dagrun can handle"
+        ) from None
     if as_json:
         echo_json(
             [
@@ -137,19 +147,15 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
         ["logical date (local)", "logical date (UTC)", "due (local)", "due (UTC)", "note"],
         [
             [
-                _local(o.interval.start, tt.tz),
+                fmt_local(o.interval.start, tt.tz),
                 _utc(o.interval.start),
-                _local(o.interval.end, tt.tz),
+                fmt_local(o.interval.end, tt.tz),
                 _utc(o.interval.end),
                 o.dst_note or "",
             ]
             for o in occurrences
         ],
     )
-
-
-def _local(value: datetime, tz) -> str:
-    return value.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
 
 
 def _utc(value: datetime) -> str:

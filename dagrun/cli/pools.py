@@ -53,10 +53,7 @@ def list_pools(app: App, as_json: bool) -> None:
 @pass_app
 def set_pool(app: App, name: str, slots: int, description: str | None) -> None:
     """Create pool NAME with SLOTS slots, or resize it."""
-    try:
-        check_id("pool", name)
-    except DagDefinitionError as exc:
-        raise UsageError(str(exc)) from None
+    _check_name(name)
     with app.store.write() as conn:
         pool_store.set_pool(conn, name, slots, description)
         audit.record(app.store, conn, "pool_set", None, pool=name, slots=slots)
@@ -68,11 +65,21 @@ def set_pool(app: App, name: str, slots: int, description: str | None) -> None:
 @pass_app
 def delete_pool(app: App, name: str) -> None:
     """Delete pool NAME (its queued tasks then wait until it exists again)."""
+    _check_name(name)
     with app.store.write() as conn:
         if not pool_store.delete_pool(conn, name):
             raise UsageError(f"no pool '{name}' (see `dagrun pools list`)")
         audit.record(app.store, conn, "pool_delete", None, pool=name)
     click.echo(f"pool {name} deleted")
+
+
+def _check_name(name: str) -> None:
+    """Pool names follow the rules of task ids (tasks name them), checked whole: a name typed
+    with a trailing newline is refused rather than stored or echoed across two lines."""
+    try:
+        check_id("pool", name)
+    except DagDefinitionError as exc:
+        raise UsageError(str(exc)) from None
 
 
 COMMANDS = [pools]

@@ -3,27 +3,47 @@
 from __future__ import annotations
 
 import re
+import sys
+from collections.abc import Iterator
 from datetime import UTC, datetime
+from itertools import chain, islice
 
 import click
 
-from dagrun.backfill import Action, Mode, make_plan, prepare
+from dagrun.backfill import (
+    RUNNING_ACTIONS,
+    Action,
+    Mode,
+    Plan,
+    PlanEntry,
+    count_to_run,
+    make_plan,
+    prepare,
+    stream_plan,
+)
 from dagrun.cli.app import (
     App,
+    cli_range,
     echo_json,
     echo_table,
+    fmt_local,
     fmt_seconds,
     pass_app,
     resolve_date,
     stop_signals,
+    within_a_minute,
 )
-from dagrun.driver import RunDriver
+from dagrun.driver import DriveResult, RunDriver
 from dagrun.errors import UsageError
 from dagrun.progress import Progress
 from dagrun.spec import DagSpec
 from dagrun.states import RunState, RunType, TaskState
 from dagrun.store import audit, reads, runs
-from dagrun.timetable import DataInterval, iso, parse_cli_range
+from dagrun.timetable import DataInterval, iso
+
+#: A backfill that would run more runs than this asks first: a mistyped year can make
+#: millions of runs. ``--yes`` skips the question.
+CONFIRM_ABOVE = 10_000
 
 
 @click.command("backfill")
@@ -46,6 +66,9 @@ from dagrun.timetable import DataInterval, iso, parse_cli_range
     help="Worker child processes (default: number of cores).",
 )
 @click.option("--reverse", is_flag=True, help="Run the newest dates first.")
+@click.option(
+    "--yes", "-y", is_flag=True, help=f"Do not ask before running more than {CONFIRM_ABOVE:,} runs."
+)
 @pass_app
 def backfill(
     app: App,
@@ -58,6 +81,7 @@ def backfill(
     max_active_runs: int | None,
     workers: int | None,
     reverse: bool,
+    yes: bool,
 ) -> None:
     """Create and run every scheduled run of DAG with logical date in [start, end]."""
     if rerun_failed and reset:
@@ -65,15 +89,58 @@ def backfill(
     spec = app.spec(dag_id)
     if reverse and any(t.depends_on_past for t in spec.tasks):
         raise UsageError(f"--reverse cannot run '{dag_id}': it has depends_on_past tasks")
-    first, last = parse_cli_range(start, end, spec.timetable.tz)
+    first, last = _backfill_range(spec, start, end)
     mode = Mode.RESET if reset else Mode.RERUN_FAILED if rerun_failed else Mode.DEFAULT
-    plan = make_plan(app.store, spec, first, last, mode)
     if dry_run:
-        _print_plan(plan)
+        _print_plan(spec, stream_plan(app.store, spec, first, last, mode))
         return
-    kept_failed = _announce(plan, f"dagrun backfill {dag_id} --start {start} --end {end}")
+    command = f"dagrun backfill {dag_id} --start {start} --end {end}"
+    if not yes:
+        _confirm_size(app, spec, (first, last), mode, command)
+    plan = make_plan(app.store, spec, first, last, mode)
+    kept_failed = _announce(plan, command)
     if not plan.to_run:
         raise click.exceptions.Exit(1 if kept_failed else 0)
+    result = _run_plan(app, plan, max_active_runs, workers, reverse)
+    _report(spec, result, command)
+    if result.failed or kept_failed:
+        raise click.exceptions.Exit(1)
+
+
+def _backfill_range(spec: DagSpec, start: str, end: str) -> tuple[datetime, datetime]:
+    """``--start``/``--end`` in UTC, the start raised to the DAG's start_date when the range
+    spans it: no earlier date is scheduled, so the plan is the same, and the timetable never
+    steps back from the first instant ``datetime`` can hold."""
+    first, last = cli_range(spec, start, end)
+    dag_start = spec.timetable.start
+    if dag_start is not None and first < dag_start <= last:
+        first = dag_start
+    return first, last
+
+
+def _confirm_size(
+    app: App, spec: DagSpec, span: tuple[datetime, datetime], mode: Mode, command: str
+) -> None:
+    """Ask before more than ``CONFIRM_ABOVE`` runs; off a terminal nobody can answer, so
+    refuse and say how to go on."""
+    count = count_to_run(app.store, spec, *span, mode, CONFIRM_ABOVE + 1)
+    if count <= CONFIRM_ABOVE:
+        return
+    what = f"`{command}` would run more than {CONFIRM_ABOVE:,} runs"
+    if not _interactive():
+        raise UsageError(f"{what}; pass --yes to go ahead (or --dry-run to see the plan)")
+    click.confirm(f"{what}; go on?", abort=True)
+
+
+def _interactive() -> bool:
+    return sys.stdin is not None and sys.stdin.isatty()
+
+
+def _run_plan(
+    app: App, plan: Plan, max_active_runs: int | None, workers: int | None, reverse: bool
+) -> DriveResult:
+    """Create or reset the plan's runs and drive them to their end, with a progress line."""
+    spec = plan.spec
     progress = Progress(len(plan.to_run), len(plan.to_run) * len(spec.tasks))
     app.store.ride_out_outages()
     job = RunDriver(
@@ -88,9 +155,7 @@ def backfill(
     with stop_signals(job.stop):
         result = job.run()
     progress.close()
-    _report(spec, result, f"dagrun backfill {dag_id} --start {start} --end {end}")
-    if result.failed or kept_failed:
-        raise click.exceptions.Exit(1)
+    return result
 
 
 def _announce(plan, command: str) -> int:
@@ -103,7 +168,7 @@ def _announce(plan, command: str) -> int:
     )
     for e in plan.entries:
         if e.action == Action.KEEP_FAILED:
-            when = _local(e.interval.start, plan.spec.timetable.tz)
+            when = fmt_local(e.interval.start, plan.spec.timetable.tz)
             click.echo(f"{when}: skipped-failed (rerun with `{command} --rerun-failed`)", err=True)
     return counts.get(Action.KEEP_FAILED, 0)
 
@@ -131,34 +196,43 @@ def _report(spec: DagSpec, result, command: str) -> None:
 def _echo_stuck(spec: DagSpec, stuck: list[datetime]) -> None:
     if stuck:
         on_past = ", ".join(t.task_id for t in spec.tasks if t.depends_on_past)
+        dates = ", ".join(fmt_local(d, spec.timetable.tz) for d in stuck)
         click.echo(
             f"{len(stuck)} run(s) cannot go on: {on_past} (depends_on_past) wait for a previous "
-            "run that did not succeed: " + ", ".join(_local(d, spec.timetable.tz) for d in stuck),
+            "run that did not succeed: " + dates,
             err=True,
         )
 
 
-def _local(instant: datetime, tz) -> str:
-    return instant.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z")
+_PLAN_HEADERS = ["logical date (local)", "logical date (UTC)", "current state", "action"]
 
 
-def _print_plan(plan) -> None:
-    tz = plan.spec.timetable.tz
-    echo_table(
-        ["logical date (local)", "logical date (UTC)", "current state", "action"],
-        [
-            [
-                _local(e.interval.start, tz),
-                e.interval.start.strftime("%Y-%m-%d %H:%MZ"),
-                e.state or "-",
-                e.action.value,
-            ]
-            for e in plan.entries
-        ],
-    )
-    click.echo(
-        f"dry run: {len(plan.to_run)} of {len(plan.entries)} date(s) would run; nothing was changed"
-    )
+def _print_plan(spec: DagSpec, entries: Iterator[PlanEntry]) -> None:
+    """Print each date as soon as it is planned, so a plan over centuries of dates streams
+    instead of filling memory. Columns are sized from the first row (dates all have one
+    shape), with seconds when the first two dates are less than a minute apart."""
+    tz = spec.timetable.tz
+    head = list(islice(entries, 2))
+    seconds = within_a_minute(e.interval.start for e in head)
+    utc_format = f"%Y-%m-%d %H:%M{':%S' if seconds else ''}Z"
+
+    def cells(e: PlanEntry) -> list[str]:
+        when = e.interval.start
+        return [fmt_local(when, tz, seconds), when.strftime(utc_format), e.state or "-"]
+
+    widths = [max(len(h), len(v)) for h, v in zip(_PLAN_HEADERS, cells(head[0]), strict=False)]
+    widths[2] = max(widths[2], *(len(s.value) for s in RunState))
+    click.echo(_plan_line(_PLAN_HEADERS[:3], widths, _PLAN_HEADERS[3]))
+    dates = would_run = 0
+    for e in chain(head, entries):
+        click.echo(_plan_line(cells(e), widths, e.action.value))
+        dates += 1
+        would_run += e.action in RUNNING_ACTIONS
+    click.echo(f"dry run: {would_run} of {dates} date(s) would run; nothing was changed")
+
+
+def _plan_line(values: list[str], widths: list[int], action: str) -> str:
+    return "  ".join([*(v.ljust(w) for v, w in zip(values, widths, strict=True)), action])
 
 
 @click.command("run")
@@ -168,8 +242,9 @@ def _print_plan(plan) -> None:
 @click.option("--workers", type=click.IntRange(1), default=None)
 @pass_app
 def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: int | None) -> None:
-    """Trigger one run of DAG and execute it to completion."""
-    if run_id is not None and not RUN_ID.match(run_id):
+    """Trigger one run of DAG and execute it to completion (an unfinished run with the same
+    --run-id, such as one cleared, is resumed)."""
+    if run_id is not None and not RUN_ID.fullmatch(run_id):
         raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
     spec = app.spec(dag_id)
     interval = _manual_interval(spec, date_)
@@ -184,17 +259,21 @@ def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: i
                 f"DAG '{dag_id}' already has run '{existing.run_id}' at "
                 f"{existing.logical_date.isoformat()}; rerun it with `dagrun clear`"
             )
-        click.echo(f"run {key} already exists ({existing.state}); nothing to do")
-        _print_run(app, existing)
-        return
-    click.echo(f"run {key} of {dag_id} at {interval.start.isoformat()}", err=True)
+        if existing.state in (RunState.SUCCESS, RunState.FAILED):
+            click.echo(f"run {key} already exists ({existing.state}); nothing to do")
+            _print_run(app, existing)
+            return
+        click.echo(f"run {key} of {dag_id} exists ({existing.state}): resuming it", err=True)
+    else:
+        click.echo(f"run {key} of {dag_id} at {interval.start.isoformat()}", err=True)
     final = _execute_runs(app, spec, [pk], workers)
     _print_run(app, final)
     if final.state != RunState.SUCCESS:
         raise click.exceptions.Exit(1)
 
 
-RUN_ID = re.compile(r"^(?!\.+$)[A-Za-z0-9_.:+-]{1,250}$")
+#: Whole-string matches only (``fullmatch``): ``$`` would also accept a final newline.
+RUN_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.:+-]{1,250}")
 
 
 def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
@@ -248,12 +327,13 @@ def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
         echo_json([_run_json(r) for r in rows])
         return
     tz = spec.timetable.tz
+    seconds = within_a_minute(r.logical_date for r in rows)
     echo_table(
         ["run_id", "logical date (local)", "type", "state", "duration"],
         [
             [
                 r.run_id,
-                r.logical_date.astimezone(tz).strftime("%Y-%m-%d %H:%M %Z"),
+                fmt_local(r.logical_date, tz, seconds),
                 r.run_type,
                 r.state,
                 fmt_seconds(r.duration),
@@ -336,7 +416,7 @@ def clear(
 ) -> None:
     """Reset task instances so they run again."""
     spec = app.spec(dag_id)
-    first, last = parse_cli_range(start, end, spec.timetable.tz)
+    first, last = cli_range(spec, start, end)
     chosen = _matching_tasks(spec, pattern, downstream)
     with app.store.read() as conn:
         chosen_runs = reads.runs_between(conn, dag_id, first, last)
@@ -370,10 +450,23 @@ def clear(
             failed_only=failed_only,
             tasks=count,
         )
+    run_ids = [r.run_id for r in chosen_runs if r.id in selection]
     click.echo(
-        f"cleared {count} task instance(s) in {len(selection)} run(s); the scheduler "
-        "(or `dagrun backfill`) will run them again"
+        f"cleared {count} task instance(s) in {len(selection)} run(s); "
+        + _who_reruns(spec, run_ids)
     )
+
+
+def _who_reruns(spec: DagSpec, run_ids: list[str]) -> str:
+    """What runs cleared tasks again: backfill fills scheduled dates, so a manual-only DAG
+    (schedule=None) has nothing to backfill and its runs are resumed by key instead."""
+    if spec.timetable.schedulable:
+        return "the scheduler (or `dagrun backfill`) will run them again"
+    command = f"dagrun run {spec.dag_id} --run-id"
+    if len(run_ids) == 1:
+        return f"the scheduler will run them again (or `{command} {run_ids[0]}`)"
+    shown = ", ".join(run_ids[:3]) + (", ..." if len(run_ids) > 3 else "")
+    return f"the scheduler will run them again (or `{command} RUN_ID` for each run: {shown})"
 
 
 def _matching_tasks(spec: DagSpec, pattern: str | None, downstream: bool) -> set[str]:

@@ -197,7 +197,15 @@ def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None)
     if path is None or not path.exists():
         raise UsageError(f"the log of try {attempt.try_number} is not on this host ({path})")
     text, _ = logfiles.read(str(path), attempt.log_offset, attempt.log_length)
-    click.echo(text, nl=False)
+    _echo_log(text, attempt.try_number)
+
+
+def _echo_log(text: str, try_number: int) -> None:
+    """The log on stdout, ending with a newline even when its last line had none (a task
+    killed mid-line), so the footer on stderr and the shell prompt start on lines of their
+    own."""
+    click.echo(text if text.endswith("\n") or not text else text + "\n", nl=False)
+    click.echo(f"# end of try {try_number} ({len(text.encode())} bytes)", err=True)
 
 
 COMMANDS = [test_dag, tasks_group, logs]

@@ -350,11 +350,25 @@ def _migrate(conn: Connection, version: int) -> None:
     )
 
 
+#: What to install for a URL's driver (SQLAlchemy's default driver of each backend).
+_DRIVER_PACKAGES = {
+    "postgresql": "'dagrun[postgres]'",
+    "mysql": "mysqlclient",
+    "mysql+pymysql": "pymysql",
+    "mariadb": "mariadb",
+    "mssql": "pyodbc",
+    "oracle": "oracledb",
+}
+
+
 def _missing_driver(parsed, exc: Exception) -> str:
-    backend = parsed.get_backend_name()
-    if backend == "postgresql":
-        return f"--db {backend}:// needs the psycopg driver: pip install 'dagrun[postgres]'"
-    return f"--db {parsed.drivername}:// is not supported by this install ({exc})"
+    """One line naming what to install; dagrun is tested on SQLite and PostgreSQL only."""
+    package = _DRIVER_PACKAGES.get(parsed.drivername) or _DRIVER_PACKAGES.get(
+        parsed.get_backend_name()
+    )
+    if package is None:
+        return f"--db {parsed.drivername}:// is not supported by this install ({exc})"
+    return f"--db {parsed.drivername}:// needs a driver this install lacks: pip install {package}"
 
 
 _checked: set[str] = set()

@@ -352,7 +352,8 @@ def test_progress_is_plain_lines_off_a_terminal_and_ends_with_a_summary(cli_env,
     assert "\r" not in result.stderr and "\x1b" not in result.stderr
     progress = [line for line in result.stderr.splitlines() if "tasks/s" in line]
     assert progress, result.stderr
-    assert all(re.search(r"runs \d+/5 \(ok \d+, failed \d+\)\s+tasks \d+/15", p) for p in progress)
+    assert all(re.match(r"runs \d+/5 \(ok \d+, failed \d+\)\s+tasks \d+/15", p) for p in progress)
+    assert "[#" not in result.stderr and "[." not in result.stderr  # no bar in a log
     ok, failed, tasks = summary(result)[:3]
     assert (ok, failed) == (4, 1)
     assert tasks == "1 failed, 13 success, 1 upstream_failed"
