@@ -46,6 +46,17 @@ class App:
             self._store = Store(self.db_url)
         return self._store
 
+    def service_store(self) -> Store:
+        """The store of a long-running command (scheduler, worker, web): it waits for a
+        database that is away at start, and rides out later outages."""
+        if self._store is None:
+            from dagrun.store import Store
+
+            self._store = Store.when_available(self.db_url)
+        else:
+            self._store.ride_out_outages()
+        return self._store
+
     @property
     def folder(self) -> str:
         from dagrun.sync import dags_folder

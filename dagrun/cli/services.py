@@ -38,7 +38,7 @@ log = logging.getLogger("dagrun.cli")
 def scheduler(app: App, workers: int | None, poll: float) -> None:
     """The long-running scheduler, with embedded workers sharing the queue."""
     setup_logging(app.verbose)
-    app.store.ride_out_outages()
+    app.service_store()
     sched = Scheduler(app.store, app.folder)
     workers = os.cpu_count() or 2 if workers is None else workers
     log.info(
@@ -86,7 +86,7 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
 def worker(app: App, concurrency: int | None, grace: float, poll: float) -> None:
     """A worker only: claims and runs tasks (scale out on other hosts)."""
     setup_logging(app.verbose)
-    app.store.ride_out_outages()
+    app.service_store()
     options = WorkerOptions(
         concurrency=concurrency or os.cpu_count() or 2,
         grace=grace,

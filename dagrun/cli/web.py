@@ -46,7 +46,7 @@ def web(app: App, host: str, port: int, idle_timeout: int) -> None:
     """Serve the read-only web page: DAGs, run grid, runs, logs, /api, /metrics."""
     listener = bind_listener(host, port)
     setup_logging(app.verbose)
-    app.store.ride_out_outages()  # pages answer 503 meanwhile; outages are logged once
+    app.service_store()  # pages answer 503 during an outage, which is logged once
     server = WebServer(WebApp(app.store), listener, idle_seconds=idle_timeout)
     bound_host, bound_port = server.server_address
     click.echo(f"dagrun web: serving http://{bound_host}:{bound_port}/ (Ctrl+C to stop)", err=True)

@@ -119,6 +119,29 @@ class Store:
     def __repr__(self) -> str:
         return f"<Store {self.engine.url.render_as_string(hide_password=True)}>"
 
+    @classmethod
+    def when_available(cls, url: str | None = None, limit: float | None = None) -> Store:
+        """A store for a long-running process that may start while the database is away:
+        opening it is retried (logged once) for up to the outage limit, and later outages
+        are ridden out too (``ride_out_outages``)."""
+        limit = OUTAGE_SECONDS if limit is None else limit
+        started, backoff = time.monotonic(), Backoff()
+        while True:
+            try:
+                store = cls(url)
+                break
+            except StoreUnavailable as exc:
+                waited = time.monotonic() - started
+                if waited > limit:
+                    raise OutageTooLong(waited, limit, str(exc)) from exc
+                if not backoff.failures:
+                    log.warning("database unavailable, waiting up to %g s: %s", limit, exc)
+                time.sleep(backoff.next())
+        if backoff.failures:
+            log.warning("database is back after %.1f s", time.monotonic() - started)
+        store.ride_out_outages(limit)
+        return store
+
     def ride_out_outages(self, limit: float | None = None) -> Health:
         """Report this store's outages once each, for a long-running process."""
         self.health = Health(OUTAGE_SECONDS if limit is None else limit)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from dagrun.store import Store
-from tests.faults.invariants import check_effects, leftovers, runs_ended, token_env
+from tests.faults.invariants import check_effects, leftovers, runs_ended, task_states, token_env
 from tests.faults.proxy import CuttableProxy
 from tests.helpers import queue_run, run_cli, start_cli, stop_process, wait_until, write_dag
 
@@ -63,13 +63,7 @@ def write_effect_dag(dags_dir: Path, effects: Path, tasks: int, seconds: float, 
 
 
 def successes(store: Store) -> int:
-    return runs_and_tasks(store).get("success", 0)
-
-
-def runs_and_tasks(store: Store) -> dict[str, int]:
-    from tests.faults.invariants import task_states
-
-    return task_states(store)
+    return task_states(store).get("success", 0)
 
 
 def outage(proxy: CuttableProxy, logs: list[Path]) -> None:
@@ -161,7 +155,7 @@ def test_past_the_limit_a_worker_gives_up_with_one_line(pg_url, proxy, dags_dir,
     log = tmp_path / "worker.log"
     worker = start_cli("worker", "-c", "2", "--poll", "0.2", env=env, log=log)
     try:
-        wait_until(lambda: runs_and_tasks(store).get("running") == 2, 60, what="both claims")
+        wait_until(lambda: task_states(store).get("running") == 2, 60, what="both claims")
         proxy.cut()
         assert worker.wait(60) == 1, log.read_text()
     finally:
@@ -185,3 +179,25 @@ def test_a_short_command_fails_at_once_with_one_line(pg_url, proxy, dags_dir, tm
     lines = result.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert "Traceback" not in result.stderr
+
+
+def test_a_worker_started_during_an_outage_waits_for_the_database(
+    pg_url, proxy, dags_dir, tmp_path
+):
+    store = Store(pg_url)
+    effects = tmp_path / "effects.log"
+    write_effect_dag(dags_dir, effects, tasks=3, seconds=0)
+    queue_run(store, dags_dir, "outage")
+    env = fault_env(proxy.url(pg_url), tmp_path, dags_dir)
+    log = tmp_path / "worker.log"
+    proxy.cut()
+    worker = start_cli("worker", "-c", "1", "--poll", "0.2", env=env, log=log)
+    try:
+        wait_until(lambda: "database unavailable" in log.read_text(), 30, what="the wait")
+        assert worker.poll() is None, log.read_text()
+        proxy.restore()
+        wait_until(lambda: successes(store) == 3, 60, what="the tasks once it is back")
+    finally:
+        stop_process(worker)
+    assert log.read_text().count("database is back") == 1
+    store.dispose()
