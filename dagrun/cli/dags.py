@@ -30,24 +30,32 @@ def list_dags(app: App, as_json: bool) -> None:
         echo_json([_dag_json(r) for r in rows])
         return
     if rows:
+        headers = ["dag_id", "schedule", "timezone", "paused", "next run (local)", "file"]
+        broken = any(r.error for r in rows)
         echo_table(
-            ["dag_id", "schedule", "timezone", "paused", "next run (local)", "file"],
-            [
-                [
-                    r.dag_id,
-                    r.spec.schedule_text,
-                    r.spec.timezone,
-                    _yes(r.is_paused),
-                    _next_run_local(r),
-                    _short(r.fileloc, app.folder),
-                ]
-                for r in rows
-            ],
+            headers + (["import error"] if broken else []),
+            [_dag_line(r, app.folder) + ([_import_error(r)] if broken else []) for r in rows],
         )
     else:
         click.echo(f"no DAGs found in {app.folder}")
     if errors:
         click.echo(f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True)
+
+
+def _dag_line(r: reads.DagRow, folder: str) -> list[str]:
+    return [
+        r.dag_id,
+        r.spec.schedule_text,
+        r.spec.timezone,
+        _yes(r.is_paused),
+        _next_run_local(r),
+        _short(r.fileloc, folder),
+    ]
+
+
+def _import_error(r: reads.DagRow) -> str:
+    """A DAG whose file fails now runs as last parsed: say so beside it."""
+    return f"file fails, runs as last parsed: {r.error}" if r.error else ""
 
 
 def _dag_json(r: reads.DagRow) -> dict:
@@ -61,6 +69,7 @@ def _dag_json(r: reads.DagRow) -> dict:
         "next_logical_date": iso(next_date),
         "tags": list(r.spec.tags),
         "tasks": len(r.spec.tasks),
+        "import_error": r.error,
     }
 
 

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli, write_dag
+from tests.helpers import cli_json, run_cli, write_dag
 
 REPO = Path(__file__).resolve().parents[2]
 TASKS_IN_ORDER = [
@@ -311,3 +311,30 @@ def test_output_of_dag_files_at_import_does_not_reach_the_cli_output(cli_env, da
     assert [d["dag_id"] for d in json.loads(result.stdout)] == ["noisy"]
     assert "hello" not in result.stdout
     assert "to stderr" not in result.stderr
+
+
+def test_a_broken_edit_keeps_the_dag_runnable_with_its_error_beside_it(cli_env, dags_dir):
+    """Adding a ``raise`` to a DAG file: the DAG is still listed (the error beside it),
+    `dags errors` reports the file, and `run` runs the last good version."""
+    path = write_dag(
+        dags_dir,
+        "kept.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("kept", schedule=None):
+            BashTask("t", command="echo last good")
+        """,
+    )
+    assert run_cli("dags", "list", env=cli_env).returncode == 0
+    path.write_text(path.read_text() + "\nraise RuntimeError('half-finished edit')\n")
+    listed = run_cli("dags", "list", env=cli_env)
+    line = next(x for x in listed.stdout.splitlines() if x.startswith("kept "))
+    assert "runs as last parsed: RuntimeError: half-finished edit" in line, listed.stdout
+    assert cli_json("dags", "list", env=cli_env)[0]["import_error"].startswith("RuntimeError")
+    errors = run_cli("dags", "errors", env=cli_env)
+    assert errors.returncode == 1 and "kept.py" in errors.stdout
+    ran = run_cli("run", "kept", env=cli_env)
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    path.unlink()
+    assert "kept" not in run_cli("dags", "list", env=cli_env).stdout
