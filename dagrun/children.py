@@ -71,7 +71,8 @@ class Child:
         self.process = _FORK.Process(
             target=_child_entry, args=(child_end, self.conn.fileno(), os.getpid()), daemon=True
         )
-        self.process.start()
+        with processes.FORK_GUARD.forking():  # no other thread is inside the database
+            self.process.start()
         child_end.close()
         self.inbox: deque[Job] = deque()
         self.last_log: LogRange | None = None

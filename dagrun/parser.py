@@ -305,6 +305,10 @@ def _child(conn: Connection, parent_end: int, parent: int) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
+    # Fresh streams: another thread of the forking process may have held the old ones'
+    # locks at the fork (a scheduler parses beside its worker's threads).
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives on
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives on
     import networkx  # noqa: F401 - warm: a spare child does this while its parent goes on
 
     try:

@@ -142,3 +142,55 @@ def test_a_dead_childs_unstarted_jobs_come_back_and_its_log_is_its_own(dags_dir,
         assert pool.jobs() == []
     finally:
         pool.close()
+
+
+OPENS_THE_STORE = """
+    from dagrun import DAG, task
+    from dagrun.store.engine import shared_store
+
+    with DAG("opens", schedule=None):
+        @task
+        def opens(ctx):
+            with shared_store(ctx.db_url).write() as conn:
+                conn.exec_driver_sql("SELECT 1")
+
+        opens()
+"""
+
+
+def test_children_forked_while_another_thread_uses_the_database_can_open_it(
+    dags_dir, tmp_path, sqlite_store
+):
+    """A fork copies the locks other threads hold (SQLite's own mutexes among them): children
+    forked while a thread is inside a transaction must still open the database."""
+    path = write_dag(dags_dir, "opens_dag.py", OPENS_THE_STORE)
+    stop = threading.Event()
+
+    def hammer() -> None:
+        while not stop.is_set():
+            with sqlite_store.write() as conn:
+                conn.exec_driver_sql("SELECT 1")
+
+    thread = threading.Thread(target=hammer, daemon=True)
+    thread.start()
+    pools = []
+    try:
+        for _ in range(10):
+            pool = Pool(2, str(tmp_path / "logs"))
+            pools.append(pool)
+            jobs = [
+                Job(attempt_request(path, "opens", None, "opens", db_url=sqlite_store.url), 30)
+                for _ in range(2)
+            ]
+            pool.dispatch(deque(jobs), 1)
+            finished = []
+            deadline = time.monotonic() + 30
+            while len(finished) < 2 and time.monotonic() < deadline:
+                finished += pool.collect(1.0)
+            outcomes = [result.outcome for _, result in finished]
+            assert outcomes == [AttemptOutcome.SUCCESS] * 2, [r.error for _, r in finished]
+    finally:
+        stop.set()
+        thread.join(10)
+        for pool in pools:
+            pool.close()

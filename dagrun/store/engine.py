@@ -34,6 +34,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
+from dagrun import processes
 from dagrun.errors import (
     OutageTooLong,
     StoreConflict,
@@ -162,7 +163,7 @@ class Store:
     @contextmanager
     def _transaction(self, **options: object) -> Iterator[Connection]:
         try:
-            with self.engine.connect() as conn:
+            with processes.FORK_GUARD.using(), self.engine.connect() as conn:
                 if options:
                     conn = conn.execution_options(**options)
                 with conn.begin():

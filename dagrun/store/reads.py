@@ -30,6 +30,15 @@ _UNFINISHED = [s.value for s in (RunState.WAITING, RunState.QUEUED, RunState.RUN
 _PENDING = [s.value for s in (TaskState.QUEUED, TaskState.RUNNING, TaskState.UP_FOR_RETRY)]
 
 
+def _one(conn: Connection, stmt, row_type: type, missing: Exception):
+    """The first row of ``stmt`` as a ``row_type``; ``missing`` is raised when there is none
+    (the error that names what was looked for)."""
+    found = sql.tuples(conn, stmt.limit(1))
+    if not found:
+        raise missing
+    return row_type(*found[0])
+
+
 def _columns(table, row_type) -> list:
     return [table.c[f.name] for f in fields(row_type)]
 
@@ -197,18 +206,13 @@ def runs_between(conn: Connection, dag_id: str, start: datetime, end: datetime) 
 
 
 def run_by_id(conn: Connection, dag_id: str, run_id: str) -> RunRow:
-    found = _run_rows(conn, _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.run_id == run_id))
-    if not found:
-        raise RunNotFound(dag_id, f"with run id '{run_id}'")
-    return found[0]
+    stmt = _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.run_id == run_id)
+    return _one(conn, stmt, RunRow, RunNotFound(dag_id, f"with run id '{run_id}'"))
 
 
 def run_by_date(conn: Connection, dag_id: str, logical_date: datetime) -> RunRow:
     stmt = _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date == logical_date)
-    found = _run_rows(conn, stmt)
-    if not found:
-        raise RunNotFound(dag_id, f"at {logical_date.isoformat()}")
-    return found[0]
+    return _one(conn, stmt, RunRow, RunNotFound(dag_id, f"at {logical_date.isoformat()}"))
 
 
 def run_by_pk(conn: Connection, pk: int) -> RunRow:
@@ -345,10 +349,8 @@ def task_instances(conn: Connection, run_pks: list[int]) -> list[TaskRow]:
 
 
 def task_instance(conn: Connection, run: RunRow, task_id: str) -> TaskRow:
-    found = sql.tuples(conn, _TASKS.where(ti.c.run_pk == run.id, ti.c.task_id == task_id))
-    if not found:
-        raise TaskNotFound(run.dag_id, task_id)
-    return TaskRow(*found[0])
+    stmt = _TASKS.where(ti.c.run_pk == run.id, ti.c.task_id == task_id)
+    return _one(conn, stmt, TaskRow, TaskNotFound(run.dag_id, task_id))
 
 
 @dataclass(frozen=True)
@@ -476,19 +478,12 @@ def attempt(
     conn: Connection, dag_id: str, run_pk: int, task_id: str, try_number: int
 ) -> AttemptRow:
     """One attempt, named by its try number (the latest record if a try was released)."""
-    stmt = (
-        _ATTEMPTS.where(
-            task_attempt.c.run_pk == run_pk,
-            task_attempt.c.task_id == task_id,
-            task_attempt.c.try_number == try_number,
-        )
-        .order_by(task_attempt.c.id.desc())
-        .limit(1)
-    )
-    found = sql.tuples(conn, stmt)
-    if not found:
-        raise AttemptNotFound(dag_id, task_id, try_number)
-    return AttemptRow(*found[0])
+    stmt = _ATTEMPTS.where(
+        task_attempt.c.run_pk == run_pk,
+        task_attempt.c.task_id == task_id,
+        task_attempt.c.try_number == try_number,
+    ).order_by(task_attempt.c.id.desc())
+    return _one(conn, stmt, AttemptRow, AttemptNotFound(dag_id, task_id, try_number))
 
 
 @dataclass(frozen=True)
