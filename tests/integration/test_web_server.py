@@ -8,6 +8,7 @@ that does not resolve is bad input: exit 2 with one line.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import socket
 import time
@@ -81,10 +82,10 @@ def _accepted(served: Served, clients: list[socket.socket]) -> bool:
     """Whether the server process holds the accepted end of every client connection, not
     merely a connection the kernel queued in its backlog: the kernel's TCP table names the
     socket of each (server port, client port) pair, and the process must own that socket."""
-    owned = {
-        link.readlink().name.removeprefix("socket:[").removesuffix("]")
-        for link in Path(f"/proc/{served.pid}/fd").iterdir()
-    }
+    owned = set()
+    for link in Path(f"/proc/{served.pid}/fd").iterdir():
+        with contextlib.suppress(FileNotFoundError):  # an fd closed while we look
+            owned.add(link.readlink().name.removeprefix("socket:[").removesuffix("]"))
     peers = set()
     for line in Path(f"/proc/{served.pid}/net/tcp").read_text().splitlines()[1:]:
         fields = line.split()
