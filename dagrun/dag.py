@@ -16,8 +16,9 @@ from datetime import timedelta
 from typing import Any
 
 from dagrun.errors import DagDefinitionError
+from dagrun.instants import parse_duration
 from dagrun.states import TriggerRule
-from dagrun.timetable import Timetable, make_timetable, parse_duration
+from dagrun.timetable import Timetable, make_timetable
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 

@@ -26,7 +26,7 @@ from dagrun.spec import DagSpec
 from dagrun.states import RunState
 from dagrun.store import Store, pools, reads, registry, runs
 from dagrun.store.attempts import Completion
-from dagrun.store.engine import Backoff
+from dagrun.store.outage import Backoff
 from dagrun.worker import Worker, WorkerOptions, WorkerStats
 
 log = logging.getLogger("dagrun.driver")

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from dagrun.errors import DagrunError, StoreError
 from dagrun.store import Store, attempts, registry, upkeep
-from dagrun.store.engine import Backoff
+from dagrun.store.outage import Backoff
 
 log = logging.getLogger("dagrun.worker")
 

@@ -24,13 +24,13 @@ from datetime import UTC, datetime, timedelta
 from sqlalchemy import Connection
 
 from dagrun.errors import StoreConflict, StoreError
+from dagrun.instants import spread_offset
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
 from dagrun.store import Store, reads, registry, runs, upkeep
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
-from dagrun.store.engine import Backoff
+from dagrun.store.outage import Backoff
 from dagrun.sync import sync_dags
-from dagrun.timetable import spread_offset
 
 log = logging.getLogger("dagrun.scheduler")
 

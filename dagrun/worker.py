@@ -41,7 +41,8 @@ from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome
 from dagrun.store import Store, attempts, registry
 from dagrun.store.attempts import Claim, Completion, Outcome
-from dagrun.store.engine import Backoff, Listener, dagrun_home
+from dagrun.store.engine import Listener, dagrun_home
+from dagrun.store.outage import Backoff
 
 log = logging.getLogger("dagrun.worker")
 

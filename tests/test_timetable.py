@@ -23,6 +23,14 @@ import pytest
 from croniter import croniter
 
 from dagrun.errors import ScheduleError, UsageError
+from dagrun.instants import (
+    get_zone,
+    parse_cli_instant,
+    parse_cli_range,
+    parse_duration,
+    spread_offset,
+    to_utc,
+)
 from dagrun.timetable import (
     CronTimetable,
     DataInterval,
@@ -30,13 +38,7 @@ from dagrun.timetable import (
     NullTimetable,
     OnceTimetable,
     Timetable,
-    get_zone,
     make_timetable,
-    parse_cli_instant,
-    parse_cli_range,
-    parse_duration,
-    spread_offset,
-    to_utc,
 )
 
 NY = "America/New_York"
@@ -739,7 +741,7 @@ def test_spread_offset_is_within_the_window_and_varies_by_dag():
 
 def test_spread_offset_is_stable_across_processes():
     code = (
-        "from datetime import timedelta; from dagrun.timetable import spread_offset; "
+        "from datetime import timedelta; from dagrun.instants import spread_offset; "
         "print(spread_offset('nightly_sales', timedelta(hours=1)).total_seconds())"
     )
     outputs = set()

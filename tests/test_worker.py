@@ -311,3 +311,40 @@ def test_a_dag_whose_file_broke_runs_its_last_good_version(store, dags_dir, tmp_
     assert "fails (RuntimeError: half-finished edit); running its last good version" in log_of(
         attempt
     )
+
+
+def test_a_new_worker_claims_only_what_its_children_can_start(sqlite_store, dags_dir, tmp_path):
+    """A worker that has not yet seen how long tasks take holds one claim per child: a
+    fresh ``-c 1`` worker never sits on queued work another worker could start."""
+    write_dag(
+        dags_dir,
+        "four.py",
+        """
+        import time
+        from dagrun import DAG, task
+
+        with DAG("four", schedule=None):
+            @task
+            def nap():
+                time.sleep(0.5)
+
+            for _ in range(4):
+                nap()
+        """,
+    )
+    queue_run(sqlite_store, dags_dir, "four")
+    env = {"DAGRUN_DB_URL": sqlite_store.url, "DAGRUN_HOME": str(tmp_path / "home")}
+    worker = start_cli("worker", "-c", "1", "--poll", "0.1", env=env, log=tmp_path / "w.log")
+    held = []
+
+    def done() -> bool:
+        with sqlite_store.read() as conn:
+            states = conn.execute(select(task_instance.c.state)).scalars().all()
+        held.append(states.count("running"))
+        return states == ["success"] * 4
+
+    try:
+        wait_until(done, 60, interval=0.02, what="the four tasks")
+    finally:
+        stop_process(worker)
+    assert max(held) == 1, held

@@ -16,7 +16,7 @@ from zoneinfo import ZoneInfo
 import click
 
 from dagrun.errors import UsageError
-from dagrun.timetable import parse_cli_instant, parse_cli_range
+from dagrun.instants import parse_cli_instant, parse_cli_range
 
 if TYPE_CHECKING:
     from dagrun.spec import DagSpec

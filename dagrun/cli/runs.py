@@ -35,11 +35,12 @@ from dagrun.cli.app import (
 )
 from dagrun.driver import DriveResult, RunDriver
 from dagrun.errors import UsageError
+from dagrun.instants import iso
 from dagrun.progress import Progress
 from dagrun.spec import DagSpec
 from dagrun.states import RunState, RunType, TaskState
 from dagrun.store import audit, reads, runs
-from dagrun.timetable import DataInterval, iso
+from dagrun.timetable import DataInterval
 
 #: A backfill that would run more runs than this asks first: a mistyped year can make
 #: millions of runs. ``--yes`` skips the question.

@@ -9,13 +9,14 @@ import click
 from dagrun import logfiles
 from dagrun.cli.app import App, echo_json, echo_table, pass_app, resolve_date
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
+from dagrun.instants import iso
 from dagrun.parser import import_file
 from dagrun.runner import AttemptRequest, DagCache, execute
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, TaskState
 from dagrun.store import reads
 from dagrun.store.runs import run_id_for
-from dagrun.timetable import DataInterval, iso
+from dagrun.timetable import DataInterval
 from dagrun.triggers import evaluate
 
 

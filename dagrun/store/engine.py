@@ -13,9 +13,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import random
 import sqlite3
-import threading
 import time
 import weakref
 from collections.abc import Iterator
@@ -28,21 +26,26 @@ from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, 
 from sqlalchemy.engine import make_url
 from sqlalchemy.exc import (
     ArgumentError,
-    InterfaceError,
     NoSuchModuleError,
-    OperationalError,
     SQLAlchemyError,
 )
 
 from dagrun import processes
 from dagrun.errors import (
     OutageTooLong,
-    StoreConflict,
     StoreError,
     StoreUnavailable,
     UsageError,
 )
 from dagrun.store import schema, sql
+from dagrun.store.outage import (
+    DRIVER_ERRORS,
+    OUTAGE_SECONDS,
+    Backoff,
+    Health,
+    first_line,
+    translate,
+)
 
 log = logging.getLogger("dagrun.store")
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -168,7 +171,7 @@ class Store:
                     conn = conn.execution_options(**options)
                 with conn.begin():
                     yield conn
-        except _DRIVER_ERRORS as exc:
+        except DRIVER_ERRORS as exc:
             error = translate(exc)
             if self.health is not None:
                 self.health.failed(error)
@@ -206,7 +209,7 @@ class Store:
         except StoreError as exc:
             raise type(exc)(f"cannot open the database {self!r}: {exc}") from exc
         except SQLAlchemyError as exc:
-            raise StoreError(f"cannot open the database {self!r}: {_first_line(exc)}") from exc
+            raise StoreError(f"cannot open the database {self!r}: {first_line(exc)}") from exc
         if version > schema.SCHEMA_VERSION:
             raise StoreError(
                 f"the database has schema version {version}, newer than this dagrun "
@@ -225,7 +228,7 @@ class Store:
         try:
             return Listener(self.engine)
         except Exception as exc:  # any driver error: polling still works without it
-            log.warning("cannot listen for queued work, polling meanwhile: %s", _first_line(exc))
+            log.warning("cannot listen for queued work, polling meanwhile: %s", first_line(exc))
             return None
 
     def dispose(self) -> None:
@@ -246,65 +249,6 @@ def shared_store(url: str) -> Store:
 
 _SERVER_NOW = select(func.now())
 _SCHEMA_VERSION = select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-
-#: Seconds a long-running process waits for the database to come back before it gives up.
-OUTAGE_SECONDS = float(os.environ.get("DAGRUN_DB_OUTAGE_SECONDS", "300"))
-
-
-class Health:
-    """Whether the database answers, as one long-running process sees it: every transaction
-    reports here, from any thread, so an outage is logged once when it starts and once
-    when it ends however many loops notice it."""
-
-    def __init__(self, limit: float) -> None:
-        self.limit = limit
-        self._lock = threading.Lock()
-        self._down_since: float | None = None
-        self._last_error = ""
-
-    @property
-    def down(self) -> bool:
-        return self._down_since is not None
-
-    def failed(self, error: StoreError) -> None:
-        if not isinstance(error, StoreUnavailable):
-            return
-        with self._lock:
-            self._last_error = str(error)
-            if self._down_since is None:
-                self._down_since = time.monotonic()
-                log.warning("database unavailable, retrying for up to %g s: %s", self.limit, error)
-
-    def ok(self) -> None:
-        if self._down_since is None:
-            return
-        with self._lock:
-            if self._down_since is not None:
-                log.warning("database is back after %.1f s", time.monotonic() - self._down_since)
-                self._down_since = None
-
-    def check(self) -> None:
-        """Raise ``OutageTooLong`` once the current outage has lasted past the limit."""
-        since = self._down_since
-        if since is not None and time.monotonic() - since > self.limit:
-            raise OutageTooLong(time.monotonic() - since, self.limit, self._last_error)
-
-
-class Backoff:
-    """Capped exponential delays with full jitter between retries of one loop's step."""
-
-    def __init__(self, first: float = 0.05, cap: float = 5.0) -> None:
-        self.first = first
-        self.cap = cap
-        self.failures = 0
-
-    def next(self) -> float:
-        self.failures += 1
-        return random.uniform(0, min(self.cap, self.first * 2 ** min(self.failures, 20)))
-
-    def reset(self) -> None:
-        self.failures = 0
-
 
 #: Every transaction that puts tasks in the queue on PostgreSQL sends one notification on
 #: this channel when it commits, so an idle worker claims them at once, not at its next poll.
@@ -332,34 +276,6 @@ class Listener:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self._conn.close()
-
-
-#: Errors of reaching and using the database; others (an IntegrityError...) pass as they are.
-_DRIVER_ERRORS = (OperationalError, InterfaceError)
-#: PostgreSQL SQLSTATEs of a transaction that lost a race: deadlock victim, serialisation
-#: failure, lock not available. SQLite says "database is locked" when its busy timeout ends.
-_CONFLICT_STATES = {"40P01", "40001", "55P03"}
-
-
-def translate(exc: Exception) -> StoreError:
-    """A driver error as dagrun's: a conflict to retry, an outage, or a plain StoreError."""
-    orig = getattr(exc, "orig", None) or exc
-    message = f"database error: {_first_line(exc)}"
-    state = getattr(orig, "sqlstate", None)
-    if state in _CONFLICT_STATES or "database is locked" in str(orig):
-        return StoreConflict(message)
-    if isinstance(orig, sqlite3.Error):
-        unavailable = any(words in str(orig) for words in _SQLITE_UNAVAILABLE)
-    else:
-        unavailable = isinstance(exc, OperationalError | InterfaceError)
-    if unavailable or getattr(exc, "connection_invalidated", False):
-        return StoreUnavailable(message)
-    return StoreError(message)
-
-
-#: What SQLite says when its file cannot be reached (SQLite reports mistakes in statements
-#: as operational errors too, and those are no outage).
-_SQLITE_UNAVAILABLE = ("unable to open", "disk I/O error", "readonly database", "no such file")
 
 
 def _migrate(conn: Connection, version: int) -> None:
@@ -403,11 +319,6 @@ def _check_internals(dialect) -> None:
     if dialect.name not in _checked:
         sql.check_internals(dialect)
         _checked.add(dialect.name)
-
-
-def _first_line(exc: BaseException) -> str:
-    text_ = str(getattr(exc, "orig", None) or exc).strip()
-    return text_.splitlines()[0] if text_ else type(exc).__name__
 
 
 #: A connection attempt gives up after this long, and a dead peer is noticed by TCP

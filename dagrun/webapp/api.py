@@ -10,9 +10,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
+from dagrun.instants import iso
 from dagrun.store import reads
 from dagrun.store.reads import RunRow
-from dagrun.timetable import iso
 from dagrun.webapp.http import Request, Response, json_response
 from dagrun.webapp.models import (
     DagInfo,

@@ -21,8 +21,9 @@ pytestmark = pytest.mark.slow
 
 DAYS = ("--start", "2026-01-01", "--end", "2026-01-20")
 
-# 30 tasks a date; three die on their first try (exit, SIGKILL, segfault), the rest write
-# their effect. Retries are the task's own: the dying ones succeed on their second try.
+# 30 tasks a date; four die on their first try (exit, SIGKILL, segfault, closing every
+# file it has, its pipe to the worker included), the rest write their effect. Retries are
+# the task's own: the dying ones succeed on their second try.
 CRASHY = """
 import ctypes, os, signal
 from dagrun import DAG, task
@@ -39,10 +40,12 @@ with DAG("crashy", schedule="@daily", start_date="2026-01-01", max_active_runs=4
                 os.kill(os.getpid(), signal.SIGKILL)
             if kind == "segv":
                 ctypes.string_at(0)
+            if kind == "closes":  # its pipe to the worker, its log, everything
+                os.closerange(3, 4096)
         with open({effects!r}, "a") as handle:
             handle.write(f"{{ctx.run_id}}/{{ctx.task_id}}\\n")
 
-    for kind in ["exits", "killed", "segv"] + ["fine"] * 27:
+    for kind in ["exits", "killed", "segv", "closes"] + ["fine"] * 26:
         work.task_id = kind
         work()
 """
@@ -62,7 +65,7 @@ def test_dying_children_never_stop_a_backfill(env, dags_dir, tmp_path, db_url):
     assert "runs 20 succeeded, 0 failed; tasks 600 success" in result.stdout
     assert "Traceback" not in result.stderr
     replaced = [line for line in result.stderr.splitlines() if "; replaced" in line]
-    assert len(replaced) == 9, result.stderr  # one line per dead child, nothing else
+    assert len(replaced) == 12, result.stderr  # one line per dead child, nothing else
     store = Store(db_url)
     try:
         assert runs_ended(store) == {"success": 20}
@@ -79,7 +82,8 @@ def test_dying_children_never_stop_a_backfill(env, dags_dir, tmp_path, db_url):
     assert "exited with code 3" in reasons["exits"]
     assert "killed by signal 9 (SIGKILL)" in reasons["killed"]
     assert "killed by signal 11 (SIGSEGV)" in reasons["segv"]
-    assert len(errors) == 9
+    assert "before finishing" in reasons["closes"]
+    assert len(errors) == 12
     wait_until(lambda: not leftovers(env), 15, what="every process of the backfill to end")
 
 

@@ -508,3 +508,48 @@ def test_pools_list_shows_a_pool_that_tasks_wait_for_but_does_not_exist(cli_env,
     (line,) = [line for line in table.stdout.splitlines() if line.startswith("warehouse")]
     assert line.split()[:4] == ["warehouse", "-", "0", "3"]
     assert "does not exist" in line and "dagrun pools set warehouse SLOTS" in line
+
+
+def test_a_missing_pool_is_warned_of_only_where_it_matters(cli_env, dags_dir):
+    """`dagrun run` of a DAG that names no pool says nothing of another DAG's missing pool
+    (the scheduler and `pools list` do)."""
+    write_dag(
+        dags_dir,
+        "pooled.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("pooled", schedule=None):
+            @task(pool="warehouse")
+            def load():
+                return 1
+
+            load()
+        """,
+    )
+    write_dag(
+        dags_dir,
+        "plain.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("plain", schedule=None):
+            @task
+            def hello():
+                return 1
+
+            hello()
+        """,
+    )
+    from dagrun.store import Store
+
+    store = Store(cli_env["DAGRUN_DB_URL"])
+    try:
+        queue_run(store, dags_dir, "pooled", run_id="stuck")  # its task waits for the pool
+    finally:
+        store.dispose()
+    plain = run_cli("run", "plain", env=cli_env)
+    assert plain.returncode == 0, plain.stdout + plain.stderr
+    assert "warehouse" not in plain.stderr
+    listed = run_cli("pools", "list", env=cli_env)
+    assert "warehouse" in listed.stdout and "does not exist" in listed.stdout
