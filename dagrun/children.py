@@ -256,7 +256,7 @@ class Pool:
         is readable; returns every attempt that ended."""
         finished: list[tuple[Job, AttemptResult]] = []
         for child in [c for c in self.children if c.broken]:
-            finished.extend(self._replace(child, _crash_reason(child)))
+            finished.extend(self._drain_broken(child))
         self._top_up()
         busy = {c.conn.fileno(): c for c in self.busy()}
         poller = select.poll()
@@ -266,6 +266,17 @@ class Pool:
             if fd in busy:
                 finished.extend(self._drain(busy[fd]))
         finished.extend(self._kill_overdue())
+        return finished
+
+    def _drain_broken(self, child: Child) -> list[tuple[Job, AttemptResult]]:
+        """A child that could not take new work: first what it sent before its pipe closed
+        (the results of the attempts it finished), then its end. Without the first, the
+        attempt it died in would be taken for one it had finished."""
+        finished: list[tuple[Job, AttemptResult]] = []
+        while child in self.children:
+            if not select.select([child.conn.fileno()], [], [], 0)[0]:
+                return finished + self._replace(child, _crash_reason(child))
+            finished.extend(self._drain(child))
         return finished
 
     def _drain(self, child: Child) -> list[tuple[Job, AttemptResult]]:

@@ -194,3 +194,33 @@ def test_children_forked_while_another_thread_uses_the_database_can_open_it(
         thread.join(10)
         for pool in pools:
             pool.close()
+
+
+def test_a_child_that_died_before_new_work_reached_it_keeps_its_finished_results(
+    dags_dir, tmp_path
+):
+    """The worker hands a child more work just after it died: the send fails, and the
+    results the child sent before dying must still count, so the death is put on the
+    attempt it died in, not on one it had finished."""
+    path = write_dag(dags_dir, "pool_dag.py", DIES_SECOND)
+
+    def job(n: int, task_id: str) -> Job:
+        request = attempt_request(path, task_id, tmp_path / "logs", "pool")
+        return Job(request, None, payload=n, short=True)
+
+    pool = Pool(1, str(tmp_path / "logs"))
+    try:
+        pool.dispatch(deque([job(0, "quick"), job(1, "dies")]), 8)
+        child = pool.children[0]
+        child.process.join(30)  # it ran "quick", answered, and died in "dies"
+        assert child.process.exitcode == 3
+        pool.dispatch(deque([job(2, "quick")]), 8)  # too late: the pipe is gone
+        assert child.broken
+        finished = pool.collect(0)
+        results = {j.payload: r for j, r in finished}
+        assert results[0].outcome == AttemptOutcome.SUCCESS
+        assert results[1].outcome == AttemptOutcome.CRASHED, results[1]
+        assert "exited with code 3" in results[1].error
+        assert [j.payload for j in pool.returned()] == [2]
+    finally:
+        pool.close()
