@@ -143,9 +143,18 @@ def admit_runs(
     free = max_active - count_active_runs(conn, spec.dag_id)
     admitted = admissible(conn, spec, free, newest_first=newest_first, run_pks=run_pks)
     if admitted:
+        _lock_in_order(conn, spec, admitted, now)
         sql.execute_many(conn, q.ADMIT_RUN, [{"b_run_pk": pk} for pk in sorted(admitted)])
         ensure_task_instances(conn, spec, admitted)
     return admitted
+
+
+def _lock_in_order(conn: Connection, spec: DagSpec, admitted: list[int], now: datetime) -> None:
+    """Lock the runs about to be admitted with the ones about to start, in id order, before
+    changing any: admitting (newer runs) and then starting (older ones) would otherwise lock
+    rows out of order, and deadlock with a commit locking the same runs in order."""
+    due = sql.scalars(conn, q.DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})
+    sql.tuples(conn, q.LOCK_RUNS, {"b_run_pks": sorted({*admitted, *due})})
 
 
 def admissible(

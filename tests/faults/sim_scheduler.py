@@ -12,6 +12,7 @@ import sys
 import time
 from datetime import datetime, timedelta
 
+from dagrun.errors import StoreConflict
 from dagrun.scheduler import Scheduler
 from dagrun.states import AttemptOutcome
 from dagrun.store import Store, attempts, registry
@@ -31,17 +32,20 @@ def main(url: str, folder: str, epoch: str, sim_start: str, sim_end: str, speed:
     owner = f"sim:{time.time_ns()}"
     while clock() < end or _active(store):
         scheduler.tick()
-        with store.write() as conn:
-            now = store.now(conn)
-            claims = attempts.claim(conn, owner, 50, 60, now)
-            outcomes = [
-                Outcome(
-                    c.ti_id, c.run_pk, c.dag_id, c.task_id, c.fence_token, AttemptOutcome.SUCCESS
-                )
-                for c in claims
-            ]
-            attempts.complete(conn, owner, outcomes, specs.bound(conn), now)
+        try:
+            _work(store, owner, specs)
+        except StoreConflict:  # a deadlock victim: rolled back, tried again (as a worker does)
+            continue
     store.dispose()
+
+
+def _work(store: Store, owner: str, specs: registry.SpecCache) -> None:
+    """Claim what is queued and complete it at once, in one transaction (a worker's turn)."""
+    with store.write() as conn:
+        now = store.now(conn)
+        claims = attempts.claim(conn, owner, 50, 60, now)
+        outcomes = [Outcome.of(c, AttemptOutcome.SUCCESS) for c in claims]
+        attempts.complete(conn, owner, outcomes, specs.bound(conn), now)
 
 
 def _active(store: Store) -> bool:
