@@ -27,7 +27,7 @@ from dagrun.errors import StoreConflict, StoreError
 from dagrun.instants import spread_offset
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
-from dagrun.store import Store, reads, registry, runs, upkeep
+from dagrun.store import Store, pools, reads, registry, runs, upkeep
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
 from dagrun.store.outage import Backoff
 from dagrun.sync import sync_dags
@@ -69,12 +69,16 @@ class Scheduler:
         clock: Clock = utc_now,
         parse_interval: float = 5.0,
         infra_budget: int = DEFAULT_INFRA_BUDGET,
+        upkeep: bool = True,
     ):
         self.store = store
         self.folder = folder
         self.clock = clock
         self.parse_interval = parse_interval
         self.infra_budget = infra_budget
+        #: Sweep the queue each tick; off beside an embedded worker, whose lease keeper
+        #: already does it (on a thread a slow parse cannot hold up).
+        self.upkeep = upkeep
         self.specs = registry.SpecCache()
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
@@ -96,10 +100,12 @@ class Scheduler:
                 self._schedule_dag(row.dag_id, report)
             except StoreConflict as exc:  # another scheduler or a worker won a race
                 log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
-        reap = time.monotonic() >= self._reap_after
-        swept = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
-        report.requeued, report.reaped = swept.requeued, len(swept.reaped)
-        self._warn_missing_pools(swept.missing_pools)
+        if self.upkeep:
+            reap = time.monotonic() >= self._reap_after
+            swept = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
+            report.requeued, report.reaped = swept.requeued, len(swept.reaped)
+        with self.store.read() as conn:
+            self._warn_missing_pools(pools.missing_pools(conn))
         return report
 
     def _warn_missing_pools(self, names: list[str]) -> None:

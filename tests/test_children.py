@@ -11,6 +11,7 @@ import struct
 import threading
 import time
 from collections import deque
+from pathlib import Path
 
 import pytest
 
@@ -114,14 +115,19 @@ DIES_SECOND = """
 """
 
 
+def short_jobs(path: Path, log_dir: Path):
+    """``job(n, task_id)``: an attempt of ``pool.<task_id>`` known to be short, payload n."""
+
+    def job(n: int, task_id: str) -> Job:
+        return Job(attempt_request(path, task_id, log_dir, "pool"), None, payload=n, short=True)
+
+    return job
+
+
 def test_a_dead_childs_unstarted_jobs_come_back_and_its_log_is_its_own(dags_dir, tmp_path):
     """One message of four short jobs; the second kills the child. The first has its
     result, the second the crash and the log it wrote, the last two were never started."""
-    path = write_dag(dags_dir, "pool_dag.py", DIES_SECOND)
-
-    def job(n: int, task_id: str) -> Job:
-        request = attempt_request(path, task_id, tmp_path / "logs", "pool")
-        return Job(request, None, payload=n, short=True)
+    job = short_jobs(write_dag(dags_dir, "pool_dag.py", DIES_SECOND), tmp_path / "logs")
 
     pool = Pool(1, str(tmp_path / "logs"))
     try:
@@ -202,11 +208,7 @@ def test_a_child_that_died_before_new_work_reached_it_keeps_its_finished_results
     """The worker hands a child more work just after it died: the send fails, and the
     results the child sent before dying must still count, so the death is put on the
     attempt it died in, not on one it had finished."""
-    path = write_dag(dags_dir, "pool_dag.py", DIES_SECOND)
-
-    def job(n: int, task_id: str) -> Job:
-        request = attempt_request(path, task_id, tmp_path / "logs", "pool")
-        return Job(request, None, payload=n, short=True)
+    job = short_jobs(write_dag(dags_dir, "pool_dag.py", DIES_SECOND), tmp_path / "logs")
 
     pool = Pool(1, str(tmp_path / "logs"))
     try:

@@ -39,8 +39,8 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     """The long-running scheduler, with embedded workers sharing the queue."""
     setup_logging(app.verbose)
     app.service_store()
-    sched = Scheduler(app.store, app.folder)
     workers = os.cpu_count() or 2 if workers is None else workers
+    sched = Scheduler(app.store, app.folder, upkeep=workers == 0)
     log.info(
         "scheduler started on %r, dags folder %s, %d embedded worker(s)",
         app.store,

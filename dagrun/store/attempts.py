@@ -353,7 +353,7 @@ def _record_attempts(
     sql.execute_many(
         conn,
         q.NOTE_LATE_RESULT,
-        [{**_attempt_key(o), **_log_params(o.log), "b_late": _stale_reason(o)} for o in late],
+        [{**_attempt_key(o), **log_params(o.log), "b_late": _stale_reason(o)} for o in late],
     )
     sql.execute_many(
         conn,
@@ -361,7 +361,7 @@ def _record_attempts(
         [
             {
                 **_attempt_key(o),
-                **_log_params(o.log),
+                **log_params(o.log),
                 "b_outcome": (AttemptOutcome.STALE if o.ti_id in stale else o.outcome).value,
                 "b_error": _stale_reason(o) if o.ti_id in stale else o.error,
                 "b_now": now,
@@ -375,7 +375,8 @@ def _attempt_key(o: Outcome) -> dict[str, int]:
     return {"b_ti_id": o.ti_id, "b_fence": o.fence_token}
 
 
-def _log_params(log: LogRange | None) -> dict[str, Any]:
+def log_params(log: LogRange | None) -> dict[str, Any]:
+    """``END_ATTEMPT``'s log parameters: the attempt's range, or none (kept as they are)."""
     return {
         "b_log": log.path if log else None,
         "b_log_offset": log.offset if log else None,
@@ -401,7 +402,7 @@ def release(
         if sql.execute(conn, q.RELEASE, {**key, "b_owner": owner, "b_now": now}).rowcount:
             count += 1
             outcome = {"b_outcome": AttemptOutcome.RELEASED.value, "b_error": reason, "b_now": now}
-            sql.execute(conn, q.END_ATTEMPT, {**key, **_log_params(None), **outcome})
+            sql.execute(conn, q.END_ATTEMPT, {**key, **log_params(None), **outcome})
     if count:
         runs.announce_work(conn)
     return count

@@ -17,7 +17,7 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import Store, pools, registry, runs, sql
+from dagrun.store import Store, attempts, registry, runs, sql
 from dagrun.store import statements as q
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET
 from dagrun.store.runs import SpecLookup
@@ -76,8 +76,7 @@ def reap_expired(
         if not sql.execute(conn, q.EXPIRE_LEASE, {**key, **changes}).rowcount:
             continue
         ended = {"b_outcome": AttemptOutcome.LEASE_EXPIRED.value, "b_error": error, "b_now": now}
-        no_log = {"b_log": None, "b_log_offset": None, "b_log_length": None}
-        sql.execute(conn, q.END_ATTEMPT, {**key, **ended, **no_log})
+        sql.execute(conn, q.END_ATTEMPT, {**key, **ended, **attempts.log_params(None)})
         reaped.append(Reaped(row.id, row.run_pk, row.dag_id, row.task_id, row.fence_token, failed))
     if any(not r.failed for r in reaped):
         runs.announce_work(conn)
@@ -89,7 +88,6 @@ def reap_expired(
 class SweepReport:
     requeued: int = 0
     reaped: list[Reaped] = field(default_factory=list)
-    missing_pools: list[str] = field(default_factory=list)
 
     @property
     def queued_work(self) -> bool:
@@ -117,7 +115,6 @@ def sweep(
         if reap:
             gone = {o for o in lease_owners(conn) if _gone_from_this_host(o)}
             report.reaped = reap_expired(conn, specs.bound(conn), now, budget, gone)
-        report.missing_pools = pools.missing_pools(conn)
     for r in report.reaped:
         verdict = "failed (infrastructure budget spent)" if r.failed else "queued again"
         log.warning(

@@ -31,11 +31,11 @@ def main(url: str, folder: str, epoch: str, sim_start: str, sim_end: str, speed:
     specs = registry.SpecCache()
     owner = f"sim:{time.time_ns()}"
     while clock() < end or _active(store):
-        scheduler.tick()
         try:
+            scheduler.tick()
             _work(store, owner, specs)
-        except StoreConflict:  # a deadlock victim: rolled back, tried again (as a worker does)
-            continue
+        except StoreConflict:  # a deadlock victim: rolled back, tried again (as the
+            continue  # scheduler's loop and a worker's group commit do)
     store.dispose()
 
 
