@@ -2,12 +2,13 @@
 
 The authoring API is all a DAG file needs::
 
-    from dagrun import DAG, task, BashTask, NonRetryableError
+    from dagrun import DAG, task, BashTask, Param, NonRetryableError
 """
 
 from dagrun.dag import DAG, BashTask, PythonTask, task
 from dagrun.errors import NonRetryableError
+from dagrun.params import Param
 from dagrun.partitions import partition
 
-__all__ = ["DAG", "BashTask", "NonRetryableError", "PythonTask", "partition", "task"]
+__all__ = ["DAG", "BashTask", "NonRetryableError", "Param", "PythonTask", "partition", "task"]
 __version__ = "0.1.0"

@@ -18,7 +18,7 @@ from itertools import chain, islice
 from dagrun.errors import UsageError
 from dagrun.spec import DagSpec
 from dagrun.states import FAILED_TASK_STATES, RunState, RunType
-from dagrun.store import Store, audit, reads, runs
+from dagrun.store import Store, audit, manual, reads, runs
 from dagrun.timetable import DataInterval
 
 
@@ -107,7 +107,9 @@ def _entries(
     intervals = _representable(spec.timetable.intervals(start, end))
     while page := list(islice(intervals, PAGE_DATES)):
         with store.read() as conn:
-            found = reads.runs_between(conn, spec.dag_id, page[0].start, page[-1].start)
+            found = reads.runs_between(
+                conn, spec.dag_id, page[0].start, page[-1].start, scheduled=True
+            )
         existing = {r.logical_date: r for r in found}
         for interval in page:
             run = existing.get(interval.start)
@@ -149,7 +151,7 @@ def prepare(store: Store, plan: Plan) -> list[int]:
         runs.create_runs(conn, spec, creates, RunType.BACKFILL, now)
         by_date = {
             r.logical_date: r.id
-            for r in reads.runs_between(conn, spec.dag_id, plan.start, plan.end)
+            for r in reads.runs_between(conn, spec.dag_id, plan.start, plan.end, scheduled=True)
         }
         run_pks = [by_date[e.interval.start] for e in entries]
         resets = {by_date[e.interval.start]: None for e in entries if e.action == Action.RESET}
@@ -158,7 +160,7 @@ def prepare(store: Store, plan: Plan) -> list[int]:
             for e in entries
             if e.action == Action.RERUN_FAILED
         }
-        runs.clear_runs(conn, spec, {**resets, **reruns}, now)
+        manual.clear_runs(conn, spec, {**resets, **reruns}, now)
         audit.record(
             store,
             conn,

@@ -59,6 +59,8 @@ class Job:
     pgids: list[int] = field(default_factory=list)
     short: bool = False  # its task ran briefly before, so others may wait behind it
     lost: int = 0  # children that died before starting it
+    taken: bool = False  # an operator took its task instance away: stop it
+    stop_deadline: float | None = None  # SIGTERM sent; killed at this time
 
     @property
     def deadline(self) -> float | None:
@@ -209,9 +211,10 @@ def _attempt(request: AttemptRequest, cache: DagCache, conn) -> AttemptResult:
 class Pool:
     """``size`` children; hand them buffered jobs, collect results as they come."""
 
-    def __init__(self, size: int, log_dir: str | None = None):
+    def __init__(self, size: int, log_dir: str | None = None, stop_grace: float = 10.0):
         self.size = size
         self.log_dir = log_dir
+        self.stop_grace = stop_grace
         self.children: list[Child] = []
         self._returned: list[Job] = []
         self._top_up()
@@ -266,6 +269,7 @@ class Pool:
             if fd in busy:
                 finished.extend(self._drain(busy[fd]))
         finished.extend(self._kill_overdue())
+        finished.extend(self._stop_taken())
         return finished
 
     def _drain_broken(self, child: Child) -> list[tuple[Job, AttemptResult]]:
@@ -313,8 +317,35 @@ class Pool:
                 ended.extend(self._replace(child, reason, AttemptOutcome.TIMED_OUT))
         return ended
 
+    def _stop_taken(self) -> list[tuple[Job, AttemptResult]]:
+        """Stop the running attempts an operator took away: its shell process groups get
+        SIGTERM and ``stop_grace`` seconds to end (the attempt then ends on its own); a
+        Python attempt, or one still running at the deadline, is killed with its child."""
+        now = time.monotonic()
+        ended = []
+        for child in self.busy():
+            job = child.job
+            if not job.taken:
+                continue
+            if job.stop_deadline is None and job.pgids:
+                for pgid in job.pgids:
+                    with contextlib.suppress(ProcessLookupError, PermissionError):
+                        os.killpg(pgid, signal.SIGTERM)
+                job.stop_deadline = now + self.stop_grace
+            elif job.stop_deadline is None or now >= job.stop_deadline:
+                reason = "stopped: its task instance was cancelled or marked by hand"
+                ended.extend(self._replace(child, reason, AttemptOutcome.FAILED))
+        return ended
+
     def next_deadline(self) -> float | None:
-        deadlines = [c.job.deadline for c in self.busy() if c.job.deadline is not None]
+        deadlines = [
+            d
+            for c in self.busy()
+            for d in (c.job.deadline, c.job.stop_deadline if c.job.taken else None)
+            if d is not None
+        ]
+        if any(c.job.taken and c.job.stop_deadline is None for c in self.busy()):
+            deadlines.append(0.0)  # a taken attempt not stopped yet: at once
         return min(deadlines) if deadlines else None
 
     def _replace(

@@ -26,6 +26,8 @@ class TaskContext:
     data_interval_end: datetime
     try_number: int
     params: dict[str, Any] = field(default_factory=dict)
+    #: The run's conf as given (``--conf``); ``params`` holds it checked and merged.
+    conf: dict[str, Any] = field(default_factory=dict)
     fence_token: int = 0
     ti_id: int | None = None
     db_url: str | None = None
@@ -60,6 +62,7 @@ class TaskContext:
             "task_id": self.task_id,
             "try_number": self.try_number,
             "params": self.params,
+            "conf": self.conf,
             "ctx": self,
             "idempotency_key": self.idempotency_key,
             "fence_token": self.fence_token,
@@ -77,6 +80,7 @@ def make_context(
     data_interval_end: datetime,
     try_number: int = 1,
     params: dict[str, Any] | None = None,
+    conf: dict[str, Any] | None = None,
     fence_token: int = 0,
     ti_id: int | None = None,
     db_url: str | None = None,
@@ -92,6 +96,7 @@ def make_context(
         data_interval_end=data_interval_end.astimezone(tz),
         try_number=try_number,
         params=dict(params or {}),
+        conf=dict(conf or {}),
         fence_token=fence_token,
         ti_id=ti_id,
         db_url=db_url,

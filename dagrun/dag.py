@@ -11,12 +11,13 @@ from __future__ import annotations
 import inspect
 import re
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from typing import Any
 
 from dagrun.errors import DagDefinitionError
 from dagrun.instants import parse_duration
+from dagrun.params import serialise
 from dagrun.states import TriggerRule
 from dagrun.timetable import Timetable, make_timetable
 
@@ -35,6 +36,7 @@ CONTEXT_NAMES = frozenset(
         "task_id",
         "try_number",
         "params",
+        "conf",
         "ctx",
     }
 )
@@ -101,7 +103,7 @@ class DAG:
         max_active_runs: int = 16,
         default_args: dict[str, Any] | None = None,
         tags: Iterable[str] = (),
-        params: dict[str, Any] | None = None,
+        params: Mapping[str, Any] | None = None,
         description: str | None = None,
         is_paused_upon_creation: bool = False,
         spread: str | int | timedelta | None = None,
@@ -116,7 +118,8 @@ class DAG:
         self.max_active_runs = max_active_runs
         self.default_args = _check_options(default_args or {}, dag_id=dag_id, task_id=None)
         self.tags = [str(t) for t in tags]
-        self.params = dict(params or {})
+        #: Declared params in their stored form (:func:`dagrun.params.serialise`).
+        self.params = serialise(params or {}, dag_id=self.dag_id)
         self.description = description
         self.is_paused_upon_creation = bool(is_paused_upon_creation)
         self.spread = parse_duration(spread) if spread is not None else None

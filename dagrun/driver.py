@@ -1,6 +1,8 @@
 """Run a set of runs of one DAG to their end, in this process: ``dagrun run`` and backfill.
 
-The driver owns an embedded worker and watches it from a thread of its own. Admission is
+The driver owns an embedded worker and watches it from a thread of its own. The worker
+claims only the tasks of the driver's runs that are running (``scope``): `dagrun run A`
+never executes a task of another DAG's run, nor of another run of A. Admission is
 the driver's: its runs within its limit (``--max-active-runs``, newest first with
 ``--reverse``), done in the worker's commit hook when runs end, so the next runs' first
 tasks are claimed in the same transaction, and on the watch thread's interval for anything
@@ -73,7 +75,11 @@ class RunDriver:
             self.options.concurrency = workers
         self.watch_interval = watch_interval
         self.specs = registry.SpecCache()
-        self.worker = Worker(store, self.options, on_commit=self._after_commit)
+        self.worker = Worker(
+            store, self.options, on_commit=self._after_commit, scope=self._running_runs
+        )
+        self._running: set[int] = set()
+        self._running_lock = threading.Lock()
         self._finished = False
         self._stuck: list[datetime] = []
         self._watching = threading.Event()
@@ -104,7 +110,7 @@ class RunDriver:
     def _admit(self, conn: Connection, now: datetime) -> list[int]:
         """Admit this driver's waiting runs within its limit and start the due ones."""
         spec = self.spec = self.specs.get(conn, self.spec.dag_id)
-        return runs.admit_and_start(
+        started = runs.admit_and_start(
             conn,
             spec,
             now,
@@ -112,10 +118,24 @@ class RunDriver:
             newest_first=self.reverse,
             run_pks=self.run_pks,
         )
+        self._note_running(started)
+        return started
+
+    def _running_runs(self) -> list[int]:
+        """The worker's scope: the driver's runs seen running (started here, or by a
+        scheduler beside it), less those seen finished."""
+        with self._running_lock:
+            return sorted(self._running)
+
+    def _note_running(self, started: list[int], finished: list[int] = ()) -> None:
+        with self._running_lock:
+            self._running.update(started)
+            self._running.difference_update(finished)
 
     def _after_commit(self, conn: Connection, completion: Completion, now: datetime) -> None:
         """The worker's commit hook: runs ended, so admit the next ones; stop when all are
         done."""
+        self._note_running([], completion.finished_runs)
         self._admit(conn, now)
         if reads.all_finished(conn, self.run_pks):
             self._finished = True
@@ -150,6 +170,7 @@ class RunDriver:
                 self.worker.wake()
             self._warn_missing_pools(pools.missing_pools(conn))
         with self.store.read() as conn:
+            self._note_running(reads.runs_in_state(conn, self.run_pks, RunState.RUNNING))
             self._finished = reads.all_finished(conn, self.run_pks)
             self._stuck = [] if self._finished else self._find_stuck(conn)
         if self._finished or self._stuck:
@@ -165,13 +186,19 @@ class RunDriver:
             return []
         if reads.runs_in_state(conn, self.run_pks, RunState.QUEUED):
             return []
+        now = self.store.now(conn)
         free = self.max_active - runs.count_active_runs(conn, dag_id)
         options = {"newest_first": self.reverse, "run_pks": self.run_pks}
-        if runs.admissible(conn, self.spec, free, **options):
+        if runs.admissible(conn, self.spec, free, now, **options):
             return []
         waiting = reads.runs_in_state(conn, self.run_pks, RunState.WAITING)
-        blocked = reads.runs_in_state(conn, self.run_pks, RunState.RUNNING) + waiting
-        return sorted(reads.run_by_pk(conn, pk).logical_date for pk in blocked)
+        blocked = [
+            reads.run_by_pk(conn, pk)
+            for pk in reads.runs_in_state(conn, self.run_pks, RunState.RUNNING) + waiting
+        ]
+        if any(r.not_before is not None and r.not_before > now for r in blocked):
+            return []  # a run delayed to later (trigger --at): it waits, it is not stuck
+        return sorted(r.logical_date for r in blocked)
 
     def _warn_missing_pools(self, missing: list[str]) -> None:
         """Warn of a missing pool only if this DAG's tasks name it."""

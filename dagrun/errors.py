@@ -41,6 +41,16 @@ class ScheduleError(UsageError, ValueError):
         self.value = value
 
 
+class ParamError(UsageError, ValueError):
+    """A run's conf breaks a param the DAG declares, or leaves out a required one; carries
+    the param's name and the value given (None when it is missing)."""
+
+    def __init__(self, message: str, *, name: str, value: object = None):
+        super().__init__(message)
+        self.name = name
+        self.value = value
+
+
 class DagFileError(DagrunError):
     """A DAG file failed to load; carries the file, the line where known, and the reason."""
 

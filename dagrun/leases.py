@@ -5,7 +5,8 @@ leases must not wait for it. The keeper renews every lease the worker holds abou
 third of its length, and sweeps the queue (retries due, leases expired, see ``upkeep``) on
 its interval. After the database was unreachable it waits one lease before reaping, so
 workers cut off with it renew their leases before anyone takes them away; it also has the
-worker listen for queued work again then. An error it cannot ride out stops the worker.
+worker listen for queued work again then. It also tells the worker of attempts an operator
+took away (``store.manual``), to stop them. An error it cannot ride out stops the worker.
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class LeaseKeeper:
         wake: Callable[[], None],
         fail: Callable[[BaseException], None],
         relisten: Callable[[], None],
+        stop_attempts: Callable[[set[tuple[int, int]]], None],
     ) -> None:
         self.store = store
         self.owner = owner
@@ -49,6 +51,7 @@ class LeaseKeeper:
         self.wake = wake
         self.fail = fail
         self.relisten = relisten
+        self.stop_attempts = stop_attempts
         self._held: set[tuple[int, int]] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
@@ -130,3 +133,16 @@ class LeaseKeeper:
         report = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
         if report.queued_work:
             self.wake()
+        self.look_for_stops()
+
+    def look_for_stops(self) -> None:
+        """Attempts an operator took away (cancel, mark) are no longer held: the worker
+        stops their processes now rather than let them run on for nothing."""
+        held = self.held()
+        if not held:
+            return
+        with self.store.read() as conn:
+            stopped = attempts.stopped_by_hand(conn, held)
+        if stopped:
+            self.forget(list(stopped))
+            self.stop_attempts(stopped)

@@ -33,6 +33,7 @@ from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError
 from dagrun.logfiles import LogRange
+from dagrun.params import resolve
 from dagrun.parser import import_file, isolated
 from dagrun.states import AttemptOutcome
 
@@ -54,7 +55,8 @@ class AttemptRequest:
     try_number: int = 1
     fence_token: int = 0
     ti_id: int | None = None
-    params: dict[str, Any] = field(default_factory=dict)
+    #: The run's conf as given; declared params are checked against it per attempt.
+    conf: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
     log_dir: str | None = None
     db_url: str | None = None
@@ -69,7 +71,7 @@ class AttemptRequest:
             data_interval_start=self.data_interval_start,
             data_interval_end=self.data_interval_end,
             try_number=self.try_number,
-            params=self.params,
+            conf=self.conf,
             fence_token=self.fence_token,
             ti_id=self.ti_id,
             db_url=self.db_url,
@@ -288,12 +290,14 @@ def _templates():
 
 
 def _with_params(task: Task, context: TaskContext) -> TaskContext:
-    """The context with DAG params, run conf and rendered task params merged in; the context
-    itself when neither the DAG nor the task has params (most tasks), as nothing would change."""
+    """The context with ``params``: the DAG's declared params resolved against the run's conf
+    (checked again here, as the DAG may have changed since the run was triggered), then the
+    task's own rendered params on top. The context itself when there is neither a param nor
+    a conf (most tasks), as nothing would change."""
     own = task.options.get("params")
-    if not task.dag.params and not own:
+    if not task.dag.params and not own and not context.conf:
         return context
-    params = {**task.dag.params, **context.params}
+    params = resolve(task.dag.params, context.conf)
     if own:
         params.update(render(own, {**context.names(), "params": params}))
     return dataclasses.replace(context, params=params)

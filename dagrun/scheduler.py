@@ -150,7 +150,7 @@ class Scheduler:
             created = self._create_due_runs(conn, spec, row.cursor, now)
             admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now)
             started = runs.start_runs(conn, spec, now)
-            waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id)
+            waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id, now)
         if created:
             report.created[dag_id] = created
             log.info("%s: created %d run(s)", dag_id, created)

@@ -58,7 +58,9 @@ class DagSpec:
     is_paused_upon_creation: bool = False
     spread_seconds: float | None = None
     line: int | None = None
-    params: dict[str, Any] = field(default_factory=dict, compare=False)
+    #: Declared params as ``{name: {"default": value, "schema": {...}, "description": str |
+    #: None}}``, with no ``"default"`` when the run's conf must give one (dagrun.params).
+    params: dict[str, dict] = field(default_factory=dict, compare=False)
     #: A cron schedule's parsed fields, so readers of the spec need not import croniter.
     cron: Expansion | None = None
 
@@ -123,7 +125,16 @@ class DagSpec:
         cron = data.get("cron")
         if cron is not None:
             data["cron"] = tuple(tuple(values) for values in cron)
+        data["params"] = {k: _declared(v) for k, v in data.get("params", {}).items()}
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
+
+
+def _declared(param: Any) -> dict:
+    """A stored param in the declared form; a spec stored before ``Param`` existed holds
+    plain default values (its file has not changed since, so it was not parsed again)."""
+    if isinstance(param, dict) and "schema" in param:
+        return param
+    return {"default": param, "schema": {}, "description": None}
 
 
 def digest_of(spec_json: str) -> str:

@@ -23,10 +23,11 @@ import gc
 import logging
 import os
 import socket
+import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -85,6 +86,8 @@ class WorkerOptions:
     prefetch: int = 32
     batch_delay: float = 0.01
     short_task: float = 0.05
+    #: How long a shell attempt an operator stopped (cancel, mark) has after SIGTERM.
+    stop_grace: float = 10.0
 
 
 class Worker:
@@ -96,11 +99,13 @@ class Worker:
         options: WorkerOptions | None = None,
         *,
         on_commit: CommitHook | None = None,
+        scope: Callable[[], Collection[int]] | None = None,
     ):
         self.store = store
         self.options = options or WorkerOptions()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.on_commit = on_commit
+        self.scope = scope
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
         self.leases = LeaseKeeper(
@@ -113,7 +118,10 @@ class Worker:
             wake=self.wake,
             fail=self.fail,
             relisten=self._relisten,
+            stop_attempts=self.stop_attempts,
         )
+        self._taken: set[tuple[int, int]] = set()
+        self._taken_lock = threading.Lock()
         self._runs: dict[int, object] = {}
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
@@ -146,6 +154,13 @@ class Worker:
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"!")
 
+    def stop_attempts(self, leases: set[tuple[int, int]]) -> None:
+        """From the lease keeper: an operator took these attempts away (cancel, mark);
+        stop them (thread-safe)."""
+        with self._taken_lock:
+            self._taken |= leases
+        self.wake()
+
     def fail(self, error: BaseException) -> None:
         """A thread serving this worker hit an error it cannot ride out: stop, and have
         ``run`` raise it."""
@@ -169,7 +184,7 @@ class Worker:
         # sight, full collections stay cheap in the busy loop, and forked children share
         # those pages instead of copying them when the collector touches them.
         gc.freeze()
-        pool = Pool(self.options.concurrency, str(self.options.log_dir))
+        pool = Pool(self.options.concurrency, str(self.options.log_dir), self.options.stop_grace)
         self._listen()
         self.leases.start()
         log.info("worker %s started with %d child processes", self.owner, pool.size)
@@ -211,8 +226,26 @@ class Worker:
         with contextlib.suppress(BlockingIOError):
             if os.read(self._wake_r, 4096):
                 self._wake = True
+        self._stop_taken(pool)
         if self._heard_work() and not self._buffer and pool.has_room(1):
             self._wake = True
+
+    def _stop_taken(self, pool: Pool) -> None:
+        """Drop the taken attempts not started yet and have the pool stop the others."""
+        with self._taken_lock:
+            taken, self._taken = self._taken, set()
+        if not taken:
+            return
+        kept = [job for job in self._buffer if _lease(job) not in taken]
+        dropped = len(self._buffer) - len(kept)
+        self._buffer = deque(kept)
+        for job in pool.jobs():
+            job.taken = job.taken or _lease(job) in taken
+        log.info(
+            "stopping %d attempt(s) an operator cancelled or marked (%d not started yet)",
+            len(taken),
+            dropped,
+        )
 
     def _heard_work(self) -> bool:
         if self._listener is None:
@@ -345,7 +378,13 @@ class Worker:
                 self.on_commit(conn, completion, now)
             room = 0 if self._stopping else self._room(pool)
             claims = attempts.claim(
-                conn, self.owner, room, self.options.lease_seconds, now, self._runs
+                conn,
+                self.owner,
+                room,
+                self.options.lease_seconds,
+                now,
+                self._runs,
+                None if self.scope is None else self.scope(),
             )
             jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
         return completion, claims, jobs
@@ -385,7 +424,7 @@ class Worker:
             try_number=claim.try_number,
             fence_token=claim.fence_token,
             ti_id=claim.ti_id,
-            params=claim.conf,
+            conf=claim.conf,
             inputs=inputs,
             log_dir=str(self.options.log_dir),
             db_url=self.store.url,

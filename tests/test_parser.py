@@ -123,9 +123,10 @@ def test_spec_round_trips_through_json(dags_dir: Path):
     result = parse_one(
         dags_dir,
         """
-        from dagrun import DAG, BashTask, task
+        from dagrun import DAG, BashTask, Param, task
 
-        with DAG("rt", schedule="@daily", start_date="2026-01-01", params={"k": 1},
+        with DAG("rt", schedule="@daily", start_date="2026-01-01",
+                 params={"k": 1, "n": Param(type="integer", description="how many")},
                  default_args={"retries": 2, "retry_delay": "1m"}):
             @task(trigger_rule="all_done", priority_weight=5, pool="db")
             def summary(raw):
@@ -147,7 +148,11 @@ def test_spec_round_trips_through_json(dags_dir: Path):
     assert summary.data_inputs == ("extract",)
     assert (summary.trigger_rule, summary.priority_weight, summary.pool) == ("all_done", 5, "db")
     assert (summary.retries, summary.retry_delay, summary.max_tries) == (2, 60.0, 3)
-    assert spec.params == {"k": 1}
+    assert spec.params == {
+        "k": {"default": 1, "schema": {}, "description": None},
+        "n": {"schema": {"type": "integer"}, "description": "how many"},
+    }
+    assert DagSpec.from_json(spec.to_json()).params == spec.params  # compare=False above
 
 
 @pytest.mark.parametrize(

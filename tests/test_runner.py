@@ -184,6 +184,7 @@ def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path
         value, ds, try_number, fence, rest, params = json.loads(got.return_value)
         assert (value, ds, try_number, fence) == (40 + n, f"{day:%Y-%m-%d}", n, 10 + n)
         assert rest == [
+            "conf",
             "ctx",
             "dag_id",
             "data_interval_end",
@@ -196,11 +197,57 @@ def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path
             "task_id",
         ]
         assert params == {"team": "a", "day": f"{day:%Y-%m-%d}"}
-        got = execute(request(path, "plain", None, params={"n": n}), cache)
+        got = execute(request(path, "plain", None, conf={"n": n}), cache)
         assert json.loads(got.return_value) == {"team": "a", "n": n}
-        bare = request(path, "conf", None, "bare", params={"n": n}, logical_date=day)
+        bare = request(path, "conf", None, "bare", conf={"n": n}, logical_date=day)
         got = execute(bare, cache)
         assert json.loads(got.return_value) == [{"n": n}, f"{day:%Y%m%d}"]
+
+
+PARAMS_DAG = """
+from dagrun import DAG, BashTask, Param, task
+
+with DAG("rt", schedule=None, params={"n": Param(5, type="integer", minimum=1), "region": "EU"}):
+    @task
+    def show(params, conf):
+        return [params, conf]
+
+    @task(params={"where": "{{ conf.x }}-{{ params.region }}"})
+    def own(params):
+        return params["where"]
+
+    show(); own()
+    BashTask("echo", command="echo n={{ params.n }} x={{ conf.x }} region=$REGION",
+             env={"REGION": "{{ params.region }}"})
+"""
+
+
+def test_a_task_receives_params_resolved_against_the_conf_and_the_raw_conf(dags_dir):
+    path = write_dag(dags_dir, "params.py", PARAMS_DAG)
+    cache = DagCache()
+    got = execute(request(path, "show", None, conf={"n": 3, "x": "y"}), cache)
+    assert json.loads(got.return_value) == [
+        {"n": 3, "region": "EU", "x": "y"},
+        {"n": 3, "x": "y"},
+    ]
+    got = execute(request(path, "show", None), cache)
+    assert json.loads(got.return_value) == [{"n": 5, "region": "EU"}, {}]
+    got = execute(request(path, "own", None, conf={"x": "y"}), cache)
+    assert json.loads(got.return_value) == "y-EU"
+
+
+def test_a_bash_command_renders_params_and_conf(dags_dir, tmp_path):
+    path = write_dag(dags_dir, "params.py", PARAMS_DAG)
+    result = execute(request(path, "echo", tmp_path, conf={"x": "y", "region": "US"}), DagCache())
+    assert result.outcome == AttemptOutcome.SUCCESS
+    assert "\nn=5 x=y region=US\n" in log_text(result)
+
+
+def test_a_conf_that_breaks_a_param_fails_the_attempt_naming_it(dags_dir):
+    path = write_dag(dags_dir, "params.py", PARAMS_DAG)
+    result = execute(request(path, "show", None, conf={"n": -3}), DagCache())
+    assert result.outcome == AttemptOutcome.FAILED
+    assert result.error == "ParamError: param 'n': -3 is less than the minimum of 1"
 
 
 def test_a_helper_imported_by_a_task_is_forgotten_but_a_library_stays(

@@ -6,6 +6,7 @@ basic claim -> complete cycle of ``dagrun.store.transitions`` with its fencing.
 
 from __future__ import annotations
 
+import sqlite3
 import threading
 from datetime import UTC, datetime, timedelta, timezone
 
@@ -164,20 +165,73 @@ VERSION_2_FROM_3 = [
 ]
 
 
+#: Undoes migration 4 on PostgreSQL: one run per logical date for every run type again, and
+#: an audit log without run ids.
+VERSION_3_FROM_4_POSTGRESQL = [
+    "DROP INDEX uq_dag_run_logical_date",
+    "DROP INDEX ix_dag_run_dag_date",
+    "ALTER TABLE dag_run ADD CONSTRAINT uq_dag_run_logical_date UNIQUE (dag_id, logical_date)",
+    "DROP INDEX ix_audit_log_dag_at",
+    "ALTER TABLE audit_log DROP COLUMN run_id",
+]
+
+
+def undo_version_4(store: Store) -> None:
+    """A version-3 layout from a new database. SQLite keeps a table's UNIQUE constraints in
+    its definition: the runs are copied into a table made as version 3 made it, with foreign
+    keys off (as migration 4 does the other way) so no task instance goes with the old one."""
+    if store.dialect == "postgresql":
+        with store.write() as conn:
+            for statement in VERSION_3_FROM_4_POSTGRESQL:
+                conn.exec_driver_sql(statement)
+        return
+    v3 = schema._DAG_RUN_V4_SQLITE.replace("dag_run_v4", "dag_run_v3").replace(
+        "CONSTRAINT uq_dag_run_run_id",
+        "CONSTRAINT uq_dag_run_logical_date UNIQUE "
+        "(dag_id, logical_date), CONSTRAINT uq_dag_run_run_id",
+    )
+    columns = schema._DAG_RUN_COLUMNS
+    db = sqlite3.connect(store.engine.url.database, isolation_level=None)
+    try:
+        db.execute("PRAGMA foreign_keys=OFF")
+        db.execute("BEGIN IMMEDIATE")
+        for statement in [
+            v3,
+            f"INSERT INTO dag_run_v3 ({columns}) SELECT {columns} FROM dag_run",
+            "DROP TABLE dag_run",
+            "ALTER TABLE dag_run_v3 RENAME TO dag_run",
+            "CREATE INDEX ix_dag_run_dag_state ON dag_run (dag_id, state)",
+            "CREATE INDEX ix_dag_run_state ON dag_run (state)",
+            "DROP INDEX ix_audit_log_dag_at",
+            "ALTER TABLE audit_log DROP COLUMN run_id",
+        ]:
+            db.execute(statement)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
     """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
-    and adds late results and good sources (3), keeps every attempt, records 3."""
-    start(store, make_spec(), 2, 2)
+    and adds late results and good sources (3), lets manual runs share a logical date and
+    the audit log name runs (4), keeps every run, task instance and attempt, records 4."""
+    spec = make_spec()
+    start(store, spec, 2, 2)
     claim(store, limit=1)
+    store.dispose()
+    undo_version_4(store)
     with store.write() as conn:
         for statement in VERSION_2_FROM_3 + VERSION_1_FROM_2:
             conn.exec_driver_sql(statement)
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="1"))
-    attempts = count(store, task_attempt)
+    attempts, tis = count(store, task_attempt), count(store, ti)
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 3
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 4
+            assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
+            run_indexes = {i["name"] for i in inspect(conn).get_indexes("dag_run")}
+            assert {i.name for i in dag_run.indexes} <= run_indexes
             columns = {c["name"] for c in inspect(conn).get_columns("task_attempt")}
             assert {"log_offset", "log_length", "late_result"} <= columns
             columns = {c["name"] for c in inspect(conn).get_columns("task_instance")}
@@ -186,8 +240,16 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
             expected = {i.name for i in ti.indexes} | set(schema.PARTIAL_INDEXES)
             assert indexes - {"uq_task_instance_run_task"} == expected
         assert count(migrated, task_attempt) == attempts > 0
+        assert count(migrated, ti) == tis > 0
         claimed, _ = claim(migrated)  # the migrated database works as a new one does
         assert len(claimed) == 1
+        with migrated.write() as conn:  # two manual runs at one logical date: two runs
+            instant = datetime(2030, 1, 1, tzinfo=UTC)
+            for key in ("a", "b"):
+                _, created = runs.create_manual_run(
+                    conn, spec, DataInterval(instant, instant), key, migrated.now(conn)
+                )
+                assert created
     finally:
         migrated.dispose()
 
@@ -351,7 +413,7 @@ def test_dialect_insert_upserts(store: Store):
         assert value(conn) == "2"
 
 
-def test_one_run_per_logical_date(store: Store):
+def test_one_scheduled_run_per_logical_date_and_manual_runs_by_run_id(store: Store):
     spec = make_spec()
     register(store, spec)
     with store.write() as conn:
@@ -364,20 +426,29 @@ def test_one_run_per_logical_date(store: Store):
     with store.read() as conn:
         dates = conn.execute(select(dag_run.c.logical_date).order_by(dag_run.c.id)).scalars()
         assert list(dates) == [i.start for i in days(4)]
-    with pytest.raises(IntegrityError), store.write() as conn:
-        conn.execute(
-            insert(dag_run).values(
-                dag_id="pipe",
-                run_id="manual__other",
-                logical_date=T0,
-                data_interval_start=T0,
-                data_interval_end=T0 + timedelta(days=1),
-                run_type="manual",
-                state="waiting",
-                created_at=T0,
+
+    def insert_run(run_id: str, run_type: str) -> None:
+        with store.write() as conn:
+            conn.execute(
+                insert(dag_run).values(
+                    dag_id="pipe",
+                    run_id=run_id,
+                    logical_date=T0,
+                    data_interval_start=T0,
+                    data_interval_end=T0 + timedelta(days=1),
+                    run_type=run_type,
+                    state="waiting",
+                    created_at=T0,
+                )
             )
-        )
-    assert count(store, dag_run) == 4
+
+    with pytest.raises(IntegrityError):
+        insert_run("backfill__other", "backfill")  # a second scheduled-kind run at T0
+    insert_run("manual__a", "manual")  # manual runs share logical dates...
+    insert_run("manual__b", "manual")
+    with pytest.raises(IntegrityError):
+        insert_run("manual__a", "manual")  # ...but never a run id
+    assert count(store, dag_run) == 6
 
 
 def test_create_runs_counts_the_runs_it_created(store: Store):

@@ -23,7 +23,9 @@ COMMAND_MODULES = {
     "dags": "dags",
     "backfill": "runs",
     "run": "runs",
-    "runs": "runs",
+    "runs": "operate",
+    "trigger": "operate",
+    "audit": "operate",
     "clear": "runs",
     "test": "tasks",
     "tasks": "tasks",
@@ -38,7 +40,7 @@ COMMAND_MODULES = {
 
 #: Commands that usually parse DAG files: they get a parse child forked before the store is
 #: imported (see ``parser.prefork``).
-PARSING_COMMANDS = {"dags", "backfill", "run", "clear", "test", "tasks", "scheduler"}
+PARSING_COMMANDS = {"dags", "backfill", "run", "trigger", "clear", "test", "tasks", "scheduler"}
 
 
 class LazyGroup(click.Group):

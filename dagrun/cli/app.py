@@ -19,8 +19,11 @@ from dagrun.errors import UsageError
 from dagrun.instants import parse_cli_instant, parse_cli_range
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from dagrun.spec import DagSpec
     from dagrun.store import Store
+    from dagrun.store.reads import RunRow
     from dagrun.sync import SyncReport
 
 
@@ -113,6 +116,17 @@ def resolve_date(spec, value: str) -> datetime:
         return found or parse_cli_instant(value, tt.tz)
     except OverflowError:
         raise UsageError(out_of_range("date", value, spec)) from None
+
+
+def pick_run(conn: Connection, spec: DagSpec, run_id: str | None, date: str | None) -> RunRow:
+    """The run a command names: by RUN_ID or by ``--date`` (exactly one of them)."""
+    from dagrun.store import reads
+
+    if bool(run_id) == bool(date):
+        raise UsageError("give either RUN_ID or --date")
+    if run_id:
+        return reads.run_by_id(conn, spec.dag_id, run_id)
+    return reads.run_by_date(conn, spec.dag_id, resolve_date(spec, date))
 
 
 #: The dates every timezone can turn into UTC instants (and a date-only end into the end of

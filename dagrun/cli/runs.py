@@ -5,11 +5,13 @@ from __future__ import annotations
 import re
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from itertools import chain, islice
 
 import click
 
+from dagrun import params
 from dagrun.backfill import (
     RUNNING_ACTIONS,
     Action,
@@ -24,7 +26,6 @@ from dagrun.backfill import (
 from dagrun.cli.app import (
     App,
     cli_range,
-    echo_json,
     echo_table,
     fmt_local,
     fmt_seconds,
@@ -39,7 +40,7 @@ from dagrun.instants import iso
 from dagrun.progress import Progress
 from dagrun.spec import DagSpec
 from dagrun.states import RunState, RunType, TaskState
-from dagrun.store import audit, reads, runs
+from dagrun.store import audit, manual, reads, runs
 from dagrun.timetable import DataInterval
 
 #: A backfill that would run more runs than this asks first: a mistyped year can make
@@ -239,36 +240,35 @@ def _plan_line(values: list[str], widths: list[int], action: str) -> str:
 @click.command("run")
 @click.argument("dag_id")
 @click.option("--date", "date_", default=None, help="Logical date (default: now).")
-@click.option("--run-id", default=None, help="Idempotency key: an existing key runs nothing.")
+@click.option("--conf", "conf_text", default=None, help="The run's conf, a JSON object.")
+@click.option(
+    "--run-id", default=None, help="Idempotency key: a finished run with it runs nothing."
+)
 @click.option("--workers", type=click.IntRange(1), default=None)
 @pass_app
-def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: int | None) -> None:
-    """Trigger one run of DAG and execute it to completion (an unfinished run with the same
-    --run-id, such as one cleared, is resumed)."""
-    if run_id is not None and not RUN_ID.fullmatch(run_id):
-        raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
+def run(
+    app: App,
+    dag_id: str,
+    date_: str | None,
+    conf_text: str | None,
+    run_id: str | None,
+    workers: int | None,
+) -> None:
+    """Trigger one run of DAG and execute it to completion, here, running only its own
+    tasks. An unfinished run with the same --run-id (interrupted, cleared) is resumed."""
     spec = app.spec(dag_id)
-    interval = _manual_interval(spec, date_)
-    key = run_id or runs.run_id_for(RunType.MANUAL, interval.start)
-    with app.store.write() as conn:
-        now = app.store.now(conn)
-        pk, created = runs.create_manual_run(conn, spec, interval, key, now)
-        existing = reads.run_by_pk(conn, pk)
+    manual = ManualRun.of(spec, conf_text, date_, run_id)
+    row, created = manual.record(app)
     if not created:
-        if existing.run_id != key:
-            raise UsageError(
-                f"DAG '{dag_id}' already has run '{existing.run_id}' at "
-                f"{existing.logical_date.isoformat()}; rerun it with `dagrun clear`"
-            )
-        if existing.state in (RunState.SUCCESS, RunState.FAILED):
-            click.echo(f"run {key} already exists ({existing.state}); nothing to do")
-            _print_run(app, existing)
+        if row.state in (RunState.SUCCESS, RunState.FAILED):
+            click.echo(f"run {row.run_id} already exists ({row.state}); nothing to do")
+            print_run(app, row)
             return
-        click.echo(f"run {key} of {dag_id} exists ({existing.state}): resuming it", err=True)
+        click.echo(f"run {row.run_id} of {dag_id} exists ({row.state}): resuming it", err=True)
     else:
-        click.echo(f"run {key} of {dag_id} at {interval.start.isoformat()}", err=True)
-    final = _execute_runs(app, spec, [pk], workers)
-    _print_run(app, final)
+        click.echo(f"run {row.run_id} of {dag_id} at {iso(row.logical_date)}", err=True)
+    final = _execute_runs(app, spec, [row.id], workers)
+    print_run(app, final)
     if final.state != RunState.SUCCESS:
         raise click.exceptions.Exit(1)
 
@@ -277,9 +277,63 @@ def run(app: App, dag_id: str, date_: str | None, run_id: str | None, workers: i
 RUN_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.:+-]{1,250}")
 
 
+@dataclass(frozen=True)
+class ManualRun:
+    """A manual run as ``trigger`` and ``run`` record it: checked before anything is
+    written (key, conf against the DAG's params, dates), so bad input makes no run."""
+
+    spec: DagSpec
+    run_id: str
+    interval: DataInterval
+    conf: dict
+    start_at: datetime | None = None
+
+    @classmethod
+    def of(
+        cls,
+        spec: DagSpec,
+        conf_text: str | None,
+        date_: str | None,
+        run_id: str | None,
+        start_at: datetime | None = None,
+    ) -> ManualRun:
+        if run_id is not None and not RUN_ID.fullmatch(run_id):
+            raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
+        conf = params.parse_conf(conf_text)
+        params.resolve(spec.params, conf)
+        interval = _manual_interval(spec, date_)
+        key = run_id or runs.run_id_for(RunType.MANUAL, interval.start)
+        return cls(spec, key, interval, conf, start_at)
+
+    def record(self, app: App) -> tuple[reads.RunRow, bool]:
+        """Create the run (audited) unless its key exists; (its row, created). Under the
+        DAG lock, so two processes recording one key make one run."""
+        dag_id = self.spec.dag_id
+        with app.store.write() as conn:
+            now = app.store.now(conn)
+            runs.lock_dag(conn, dag_id)
+            pk, created = runs.create_manual_run(
+                conn, self.spec, self.interval, self.run_id, now, self.conf, self.start_at
+            )
+            if created:
+                audit.record(
+                    app.store,
+                    conn,
+                    "trigger",
+                    dag_id,
+                    self.run_id,
+                    logical_date=self.interval.start,
+                    conf=self.conf,
+                    start_at=self.start_at,
+                )
+            return reads.run_by_pk(conn, pk), created
+
+
 def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
+    """A manual run's interval: the scheduled one at ``--date`` when there is one; now
+    (to the microsecond, so two triggers a moment apart are two runs) without it."""
     if value is None:
-        now = datetime.now(UTC).replace(microsecond=0)
+        now = datetime.now(UTC)
         return DataInterval(now, now)
     logical = resolve_date(spec, value)
     scheduled = next(iter(spec.timetable.intervals(logical, logical)), None)
@@ -296,7 +350,8 @@ def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | No
         return reads.run_by_pk(conn, run_pks[0])
 
 
-def _print_run(app: App, run_row: reads.RunRow) -> None:
+def print_run(app: App, run_row: reads.RunRow) -> None:
+    """A run's state and its task instances, as a table."""
     with app.store.read() as conn:
         tasks = reads.task_instances(conn, [run_row.id])
     click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
@@ -307,93 +362,6 @@ def _print_run(app: App, run_row: reads.RunRow) -> None:
             for t in tasks
         ],
     )
-
-
-@click.group("runs")
-def runs_group() -> None:
-    """List and inspect DAG runs."""
-
-
-@runs_group.command("list")
-@click.argument("dag_id")
-@click.option("--state", type=click.Choice([s.value for s in RunState]), default=None)
-@click.option("--json", "as_json", is_flag=True)
-@pass_app
-def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
-    """Runs of DAG, oldest first, with states and durations."""
-    spec = app.spec(dag_id)
-    with app.store.read() as conn:
-        rows = reads.runs(conn, dag_id, state=state)
-    if as_json:
-        echo_json([_run_json(r) for r in rows])
-        return
-    tz = spec.timetable.tz
-    seconds = within_a_minute(r.logical_date for r in rows)
-    echo_table(
-        ["run_id", "logical date (local)", "type", "state", "duration"],
-        [
-            [
-                r.run_id,
-                fmt_local(r.logical_date, tz, seconds),
-                r.run_type,
-                r.state,
-                fmt_seconds(r.duration),
-            ]
-            for r in rows
-        ],
-    )
-
-
-def _run_json(r: reads.RunRow) -> dict:
-    return {
-        "run_id": r.run_id,
-        "logical_date": iso(r.logical_date),
-        "data_interval_start": iso(r.data_interval_start),
-        "data_interval_end": iso(r.data_interval_end),
-        "state": r.state,
-        "run_type": r.run_type,
-        "start_date": iso(r.start_date),
-        "end_date": iso(r.end_date),
-        "duration": r.duration,
-    }
-
-
-@runs_group.command("show")
-@click.argument("dag_id")
-@click.argument("run_id", required=False)
-@click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
-@click.option("--json", "as_json", is_flag=True)
-@pass_app
-def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_json: bool) -> None:
-    """One run and its task instances."""
-    spec = app.spec(dag_id)
-    if bool(run_id) == bool(date_):
-        raise UsageError("give either RUN_ID or --date")
-    with app.store.read() as conn:
-        row = (
-            reads.run_by_id(conn, dag_id, run_id)
-            if run_id
-            else reads.run_by_date(conn, dag_id, resolve_date(spec, date_))
-        )
-        tasks = reads.task_instances(conn, [row.id])
-    if as_json:
-        echo_json(
-            {
-                **_run_json(row),
-                "tasks": [
-                    {
-                        "task_id": t.task_id,
-                        "state": t.state,
-                        "try_number": t.try_number,
-                        "duration": t.duration,
-                        "error": t.last_error,
-                    }
-                    for t in tasks
-                ],
-            }
-        )
-        return
-    _print_run(app, row)
 
 
 @click.command("clear")
@@ -438,7 +406,7 @@ def clear(
     with app.store.write() as conn:
         now = app.store.now(conn)
         runs.lock_dag(conn, dag_id)
-        runs.clear_runs(conn, spec, selection, now)
+        manual.clear_runs(conn, spec, selection, now)
         audit.record(
             app.store,
             conn,
@@ -483,4 +451,4 @@ def _matching_tasks(spec: DagSpec, pattern: str | None, downstream: bool) -> set
     return spec.descendants(chosen) if downstream else chosen
 
 
-COMMANDS = [backfill, run, runs_group, clear]
+COMMANDS = [backfill, run, clear]

@@ -6,15 +6,15 @@ from pathlib import Path
 
 import click
 
-from dagrun import logfiles
-from dagrun.cli.app import App, echo_json, echo_table, pass_app, resolve_date
+from dagrun import logfiles, params
+from dagrun.cli.app import App, echo_json, echo_table, pass_app, pick_run, resolve_date
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.instants import iso
 from dagrun.parser import import_file
 from dagrun.runner import AttemptRequest, DagCache, execute
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import reads
+from dagrun.store import audit, manual, reads
 from dagrun.store.runs import run_id_for
 from dagrun.timetable import DataInterval
 from dagrun.triggers import evaluate
@@ -26,7 +26,9 @@ def _interval(spec: DagSpec, value: str) -> DataInterval:
     return found or DataInterval(logical, logical)
 
 
-def _request(spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict) -> AttemptRequest:
+def _request(
+    spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict, conf: dict
+) -> AttemptRequest:
     return AttemptRequest(
         dag_id=spec.dag_id,
         task_id=task_id,
@@ -37,7 +39,18 @@ def _request(spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict) 
         data_interval_start=interval.start,
         data_interval_end=interval.end,
         inputs=inputs,
+        conf=conf,
     )
+
+
+def _conf(spec: DagSpec, text: str | None) -> dict:
+    """``--conf`` for a test run, checked against the DAG's params as a trigger is."""
+    conf = params.parse_conf(text)
+    params.resolve(spec.params, conf)
+    return conf
+
+
+CONF_HELP = "A run conf (JSON object) overriding the DAG's params."
 
 
 def _check_importable(spec: DagSpec) -> None:
@@ -49,10 +62,12 @@ def _check_importable(spec: DagSpec) -> None:
 @click.command("test")
 @click.argument("dag_id")
 @click.argument("date")
+@click.option("--conf", "conf_text", default=None, help=CONF_HELP)
 @pass_app
-def test_dag(app: App, dag_id: str, date: str) -> None:
+def test_dag(app: App, dag_id: str, date: str, conf_text: str | None) -> None:
     """Run every task of DAG for DATE in this process, in order; nothing is recorded."""
     spec = app.spec(dag_id)
+    conf = _conf(spec, conf_text)
     interval = _interval(spec, date)
     _check_importable(spec)
     cache = DagCache()
@@ -70,7 +85,7 @@ def test_dag(app: App, dag_id: str, date: str) -> None:
             task = spec.task_map[task_id]
             click.secho(f"--- {task_id}", bold=True, err=True)
             inputs = {u: values.get(u) for u in task.data_inputs}
-            result = execute(_request(spec, task_id, interval, inputs), cache)
+            result = execute(_request(spec, task_id, interval, inputs, conf), cache)
             ok = result.outcome == AttemptOutcome.SUCCESS
             states[task_id] = TaskState.SUCCESS if ok else TaskState.FAILED
             values[task_id] = _decode(result.return_value)
@@ -92,23 +107,25 @@ def _decode(value: str | None):
 
 @click.group("tasks")
 def tasks_group() -> None:
-    """Test tasks and list dead letters."""
+    """Test tasks, mark them by hand, list dead letters."""
 
 
 @tasks_group.command("test")
 @click.argument("dag_id")
 @click.argument("task_id")
 @click.argument("date")
+@click.option("--conf", "conf_text", default=None, help=CONF_HELP)
 @pass_app
-def test_task(app: App, dag_id: str, task_id: str, date: str) -> None:
+def test_task(app: App, dag_id: str, task_id: str, date: str, conf_text: str | None) -> None:
     """Run one task for DATE in this process (upstream values are None); nothing recorded."""
     spec = app.spec(dag_id)
+    conf = _conf(spec, conf_text)
     if task_id not in spec.task_map:
         raise TaskNotFound(dag_id, task_id)
     interval = _interval(spec, date)
     _check_importable(spec)
     inputs = dict.fromkeys(spec.task_map[task_id].data_inputs)
-    result = execute(_request(spec, task_id, interval, inputs), DagCache())
+    result = execute(_request(spec, task_id, interval, inputs, conf), DagCache())
     click.echo(
         f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
         + (f": {result.error}" if result.error else ""),
@@ -118,6 +135,66 @@ def test_task(app: App, dag_id: str, task_id: str, date: str) -> None:
         click.echo(f"returned {result.return_value}")
     if result.outcome != AttemptOutcome.SUCCESS:
         raise click.exceptions.Exit(1)
+
+
+@tasks_group.command("mark")
+@click.argument("dag_id")
+@click.argument("task_id")
+@click.option("--date", "date_", default=None, help="The run's logical date.")
+@click.option("--run-id", default=None, help="The run's id (instead of --date).")
+@click.option(
+    "--state",
+    required=True,
+    type=click.Choice([s.value for s in (TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED)]),
+)
+@click.option("--downstream", is_flag=True, help="Mark every task downstream of it too.")
+@pass_app
+def mark(
+    app: App,
+    dag_id: str,
+    task_id: str,
+    date_: str | None,
+    run_id: str | None,
+    state: str,
+    downstream: bool,
+) -> None:
+    """Set a task instance's state by hand (a running attempt is stopped). Tasks downstream
+    that were upstream_failed or skipped are decided again: marking a failed task success
+    lets its downstream run (a finished run reopens for it)."""
+    spec = app.spec(dag_id)
+    if task_id not in spec.task_map:
+        raise TaskNotFound(dag_id, task_id)
+    chosen = spec.descendants({task_id}) if downstream else {task_id}
+    with app.store.write() as conn:
+        row = pick_run(conn, spec, run_id, date_)
+        reason = f"marked {state} by hand"
+        now = app.store.now(conn)
+        change = manual.mark_tasks(conn, spec, row.id, chosen, TaskState(state), reason, now)
+        audit.record(
+            app.store,
+            conn,
+            "mark_task",
+            dag_id,
+            row.run_id,
+            task_id=task_id,
+            state=state,
+            downstream=downstream,
+            tasks=change.tasks,
+            stopped=change.stopped,
+        )
+    click.echo(
+        f"marked {change.tasks} task instance(s) of run {row.run_id} {state}"
+        + (f" ({change.stopped} running attempt(s) stopped)" if change.stopped else "")
+        + f"; the run is {change.after}"
+        + (_reopened(spec, row.run_id) if change.reopened else "")
+    )
+
+
+def _reopened(spec: DagSpec, run_id: str) -> str:
+    return (
+        " again: tasks downstream can run now; the scheduler runs them (or `dagrun run "
+        f"{spec.dag_id} --run-id {run_id}`)"
+    )
 
 
 @tasks_group.command("failed")
@@ -166,7 +243,8 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
 @click.command("logs")
 @click.argument("dag_id")
 @click.argument("task_id")
-@click.argument("date")
+@click.argument("date", required=False)
+@click.option("--run-id", default=None, help="Pick the run by run id instead of DATE.")
 @click.option(
     "--try",
     "try_number",
@@ -175,11 +253,18 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
     help="Attempt number (default: the latest).",
 )
 @pass_app
-def logs(app: App, dag_id: str, task_id: str, date: str, try_number: int | None) -> None:
-    """Print an attempt's log."""
+def logs(
+    app: App,
+    dag_id: str,
+    task_id: str,
+    date: str | None,
+    run_id: str | None,
+    try_number: int | None,
+) -> None:
+    """Print an attempt's log (of the run at DATE, or --run-id)."""
     spec = app.spec(dag_id)
     with app.store.read() as conn:
-        run = reads.run_by_date(conn, dag_id, resolve_date(spec, date))
+        run = pick_run(conn, spec, run_id, date)
         ti = reads.task_instance(conn, run, task_id)
         attempts = reads.attempts(conn, ti.id)
     if not attempts:

@@ -63,20 +63,27 @@ def claim(
     lease_seconds: float,
     now: datetime,
     known_runs: dict[int, Any] | None = None,
+    run_pks: Iterable[int] | None = None,
 ) -> list[Claim]:
     """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1.
 
     Tasks without a pool first; then, for each pool with queued tasks, as many as its free
     slots allow (``pools.claim_pooled``). ``known_runs`` (run pk -> row) is the caller's cache
     of what a run's attempts need: that never changes after the run is created, so each run
-    is read once per worker.
+    is read once per worker. ``run_pks`` limits the claim to those runs' tasks (a driver
+    runs its own runs only).
     """
-    if limit <= 0:
+    scoped = run_pks is not None
+    run_pks = sorted(run_pks or ())
+    if limit <= 0 or (scoped and not run_pks):
         return []
     params = {"b_owner": owner, "b_until": now + timedelta(seconds=lease_seconds), "b_now": now}
-    rows = sql.rows(conn, q.CLAIM, {**params, "b_limit": limit})
+    if scoped:
+        params["b_run_pks"] = run_pks
+    statement = q.CLAIM_IN_RUNS if scoped else q.CLAIM
+    rows = sql.rows(conn, statement, {**params, "b_limit": limit})
     if len(rows) < limit:
-        rows += pools.claim_pooled(conn, limit - len(rows), params)
+        rows += pools.claim_pooled(conn, limit - len(rows), params, scoped=scoped)
     if not rows:
         return []
     sql.execute_many(
@@ -135,6 +142,18 @@ def upstream_values(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> d
         return {}
     rows = sql.tuples(conn, q.UPSTREAM_VALUES, {"b_run_pk": run_pk, "b_task_ids": task_ids})
     return {task_id: json.loads(value) if value else None for task_id, value in rows}
+
+
+def stopped_by_hand(conn: Connection, leases: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:
+    """Which of these (ti_id, fence) attempts were ended by hand (cancel, mark): their
+    worker stops them. Attempts whose lease expired are not among them; those run on, and
+    their result is kept as late."""
+    leases = set(leases)
+    if not leases:
+        return set()
+    ti_ids = sorted({ti_id for ti_id, _ in leases})
+    ended = sql.tuples(conn, q.STOPPED_ATTEMPTS, {"b_ti_ids": ti_ids})
+    return leases & {(ti_id, fence) for ti_id, fence in ended}
 
 
 def extend_leases(

@@ -169,8 +169,12 @@ class Store:
             with processes.FORK_GUARD.using(), self.engine.connect() as conn:
                 if options:
                     conn = conn.execution_options(**options)
-                with conn.begin():
-                    yield conn
+                try:
+                    with conn.begin():
+                        yield conn
+                finally:
+                    if options.get("dagrun_schema") and self.dialect == "sqlite":
+                        conn.invalidate()  # its foreign keys were off: never reuse it
         except DRIVER_ERRORS as exc:
             error = translate(exc)
             if self.health is not None:
@@ -192,7 +196,7 @@ class Store:
         """Create the schema on first use, bring an older one up to date, refuse a database
         from a newer dagrun."""
         try:
-            with self.write() as conn:
+            with self._transaction(dagrun_write=True, dagrun_schema=True) as conn:
                 if self.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
                 if not inspect(conn).has_table("dagrun_meta"):
@@ -279,10 +283,16 @@ class Listener:
 
 
 def _migrate(conn: Connection, version: int) -> None:
-    """Apply every step after ``version``, then record the new version (one transaction)."""
+    """Apply every step after ``version``, then record the new version (one transaction).
+
+    A step may rebuild a table on SQLite, which cannot drop a constraint: the schema
+    transaction runs with foreign keys off there (dropping the old table would otherwise
+    cascade to the rows that reference it), so they are checked before the commit."""
     for step in range(version + 1, schema.SCHEMA_VERSION + 1):
-        for statement in schema.MIGRATIONS.get(step, []):
+        for statement in schema.migration(step, conn.dialect.name):
             conn.execute(text(statement))
+    if conn.dialect.name == "sqlite" and conn.exec_driver_sql("PRAGMA foreign_key_check").first():
+        raise StoreError("the migration would break references between rows; nothing changed")
     conn.execute(
         schema.meta.update()
         .where(schema.meta.c.key == "schema_version")
@@ -409,7 +419,10 @@ def _use_wal(cursor) -> None:
 
 
 def _sqlite_begin(conn: Connection) -> None:
-    if conn.get_execution_options().get("dagrun_write"):
+    options = conn.get_execution_options()
+    if options.get("dagrun_schema"):  # see ``_migrate``; only before a transaction begins
+        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
+    if options.get("dagrun_write"):
         conn.exec_driver_sql("BEGIN IMMEDIATE")
     else:
         conn.exec_driver_sql("BEGIN")

@@ -16,9 +16,13 @@ from dagrun.store import sql
 from dagrun.store import statements as q
 
 
-def claim_pooled(conn: Connection, room: int, params: dict[str, Any]) -> list:
-    """Claim queued task instances of pools with free slots, at most ``room`` in all; the
-    claimed rows (as ``statements.CLAIM_IN_POOL`` returns them)."""
+def claim_pooled(
+    conn: Connection, room: int, params: dict[str, Any], *, scoped: bool = False
+) -> list:
+    """Claim queued task instances of pools with free slots, at most ``room`` in all (of the
+    runs ``b_run_pks`` only when ``scoped``); the claimed rows (as
+    ``statements.CLAIM_IN_POOL`` returns them)."""
+    statement = q.CLAIM_IN_POOL_IN_RUNS if scoped else q.CLAIM_IN_POOL
     rows: list = []
     for name in sql.scalars(conn, q.QUEUED_POOLS):
         slots = sql.scalar(conn, q.LOCK_POOL, {"b_pool": name})
@@ -27,7 +31,7 @@ def claim_pooled(conn: Connection, room: int, params: dict[str, Any]) -> list:
         free = slots - sql.scalar(conn, q.RUNNING_IN_POOL, {"b_pool": name})
         take = min(free, room - len(rows))
         if take > 0:
-            rows += sql.rows(conn, q.CLAIM_IN_POOL, {**params, "b_limit": take, "b_pool": name})
+            rows += sql.rows(conn, statement, {**params, "b_limit": take, "b_pool": name})
         if len(rows) >= room:
             break
     return rows

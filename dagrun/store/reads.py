@@ -15,9 +15,9 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection, bindparam, func, select, union_all
 
-from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound
+from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
 from dagrun.spec import DagSpec, spec_from
-from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
+from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, RunType, TaskState
 from dagrun.store import sql
 from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt
 from dagrun.store.schema import task_instance as ti
@@ -167,6 +167,13 @@ class RunRow:
     created_at: datetime
     start_date: datetime | None
     end_date: datetime | None
+    not_before: datetime | None = None
+    conf_json: str | None = None
+
+    @property
+    def conf(self) -> dict:
+        """The conf the run was triggered with (``{}`` for scheduled and backfill runs)."""
+        return json.loads(self.conf_json) if self.conf_json else {}
 
     @property
     def duration(self) -> float | None:
@@ -175,7 +182,7 @@ class RunRow:
         return None
 
 
-_RUNS = select(*_columns(dag_run, RunRow))
+_RUNS = select(*[dag_run.c[f.name] for f in fields(RunRow)[:-1]], dag_run.c.conf)
 
 
 def _run_rows(conn: Connection, stmt) -> list[RunRow]:
@@ -200,9 +207,15 @@ def runs(
     return _run_rows(conn, stmt.limit(limit) if limit else stmt)
 
 
-def runs_between(conn: Connection, dag_id: str, start: datetime, end: datetime) -> list[RunRow]:
+def runs_between(
+    conn: Connection, dag_id: str, start: datetime, end: datetime, *, scheduled: bool = False
+) -> list[RunRow]:
+    """The DAG's runs with logical dates in [start, end]; ``scheduled``: not the manual ones
+    (a backfill's dates are those of scheduled and backfill runs, one per date)."""
     stmt = _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date.between(start, end))
-    return _run_rows(conn, stmt.order_by(dag_run.c.logical_date))
+    if scheduled:
+        stmt = stmt.where(dag_run.c.run_type != RunType.MANUAL.value)
+    return _run_rows(conn, stmt.order_by(dag_run.c.logical_date, dag_run.c.id))
 
 
 def run_by_id(conn: Connection, dag_id: str, run_id: str) -> RunRow:
@@ -211,8 +224,20 @@ def run_by_id(conn: Connection, dag_id: str, run_id: str) -> RunRow:
 
 
 def run_by_date(conn: Connection, dag_id: str, logical_date: datetime) -> RunRow:
+    """The run at ``logical_date``: the scheduled or backfill one (there is at most one),
+    else the one manual run there; several manual runs there must be named by run id."""
     stmt = _RUNS.where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date == logical_date)
-    return _one(conn, stmt, RunRow, RunNotFound(dag_id, f"at {logical_date.isoformat()}"))
+    found = _run_rows(conn, stmt.order_by(dag_run.c.id))
+    scheduled = [r for r in found if r.run_type != RunType.MANUAL.value]
+    if scheduled or len(found) == 1:
+        return (scheduled or found)[0]
+    if not found:
+        raise RunNotFound(dag_id, f"at {logical_date.isoformat()}")
+    names = ", ".join(r.run_id for r in found)
+    raise UsageError(
+        f"DAG '{dag_id}' has {len(found)} manual runs at {logical_date.isoformat()} ({names}): "
+        "name one by its run id"
+    )
 
 
 def run_by_pk(conn: Connection, pk: int) -> RunRow:

@@ -95,16 +95,16 @@ def create_manual_run(
     run_id: str,
     now: datetime,
     conf: dict | None = None,
+    start_at: datetime | None = None,
 ) -> tuple[int, bool]:
-    """A manual run for ``interval``; returns (run pk, created). An existing key is reused."""
-    existing = sql.scalar(
-        conn,
-        q.RUN_BY_KEY,
-        {"b_dag_id": spec.dag_id, "b_run_id": run_id, "b_logical_date": interval.start},
-    )
+    """A manual run for ``interval``, not started before ``start_at``; returns (run pk,
+    created). Manual runs are unique by run id: an existing key makes nothing and names its
+    run (the caller holds the DAG lock, so two triggers of one key make one run)."""
+    existing = sql.scalar(conn, q.RUN_BY_KEY, {"b_dag_id": spec.dag_id, "b_run_id": run_id})
     if existing is not None:
         return existing, False
     row = _run_row(spec, interval, run_id, RunType.MANUAL, now, conf=conf)
+    row["b_not_before"] = start_at
     return sql.scalar(conn, q.INSERT_MANUAL_RUN, row), True
 
 
@@ -117,8 +117,9 @@ def count_active_runs(conn: Connection, dag_id: str) -> int:
     return sql.scalar(conn, q.COUNT_ACTIVE_RUNS, {"b_dag_id": dag_id})
 
 
-def count_waiting_runs(conn: Connection, dag_id: str) -> int:
-    return len(sql.tuples(conn, q.WAITING_RUNS, {"b_dag_id": dag_id}))
+def count_waiting_runs(conn: Connection, dag_id: str, now: datetime) -> int:
+    """The DAG's runs waiting for a slot now (not those delayed to later)."""
+    return len(sql.tuples(conn, q.WAITING_RUNS, {"b_dag_id": dag_id, "b_now": now}))
 
 
 def admit_runs(
@@ -141,7 +142,7 @@ def admit_runs(
     holds the DAG lock.
     """
     free = max_active - count_active_runs(conn, spec.dag_id)
-    admitted = admissible(conn, spec, free, newest_first=newest_first, run_pks=run_pks)
+    admitted = admissible(conn, spec, free, now, newest_first=newest_first, run_pks=run_pks)
     if admitted:
         _lock_in_order(conn, spec, admitted, now)
         sql.execute_many(conn, q.ADMIT_RUN, [{"b_run_pk": pk} for pk in sorted(admitted)])
@@ -161,6 +162,7 @@ def admissible(
     conn: Connection,
     spec: DagSpec,
     free: int,
+    now: datetime,
     *,
     newest_first: bool = False,
     run_pks: Iterable[int] | None = None,
@@ -169,7 +171,7 @@ def admissible(
     if free <= 0:
         return []
     on_past = [t.task_id for t in spec.tasks if t.depends_on_past]
-    found = _next_waiting(conn, spec.dag_id, 1 if on_past else free, newest_first, run_pks)
+    found = _next_waiting(conn, spec.dag_id, 1 if on_past else free, now, newest_first, run_pks)
     if on_past and found and not _past_done(conn, spec.dag_id, found[0], on_past):
         return []
     return found
@@ -179,6 +181,7 @@ def _next_waiting(
     conn: Connection,
     dag_id: str,
     free: int,
+    now: datetime,
     newest_first: bool,
     run_pks: Iterable[int] | None,
 ) -> list[int]:
@@ -186,7 +189,7 @@ def _next_waiting(
     read only as far as needed: a backfill admits a few runs at a time out of hundreds."""
     wanted = None if run_pks is None else set(run_pks)
     statement = q.WAITING_RUNS_NEWEST if newest_first else q.WAITING_RUNS
-    cursor = sql.execute(conn, statement, {"b_dag_id": dag_id})
+    cursor = sql.execute(conn, statement, {"b_dag_id": dag_id, "b_now": now})
     found: list[int] = []
     try:
         for (pk,) in cursor:
@@ -329,28 +332,3 @@ def _past_ok(conn: Connection, spec: DagSpec, run_pk: int) -> dict[str, bool]:
         return {}
     rows = sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": [previous]})
     return {task_id: state in _PAST_OK for _, task_id, state in rows}
-
-
-# ---------------------------------------------------------------- operators: clear
-
-
-def clear_runs(
-    conn: Connection,
-    spec: DagSpec,
-    selection: dict[int, set[str] | None],
-    now: datetime,
-) -> tuple[int, int]:
-    """Reset the chosen task instances of each run (all of them for None) so they run again.
-
-    Running instances are left alone (they finish or are reaped first). A finished run goes
-    back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
-    """
-    cleared_tasks = 0
-    for run_pk, task_ids in sorted(selection.items()):
-        ensure_task_instances(conn, spec, [run_pk])
-        chosen = sorted(spec.task_map if task_ids is None else task_ids)
-        params = {"b_run_pk": run_pk, "b_task_ids": chosen}
-        cleared_tasks += sql.execute(conn, q.CLEAR_TASKS, params).rowcount
-        sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})
-        advance_runs(conn, {run_pk: spec}, now)
-    return len(selection), cleared_tasks

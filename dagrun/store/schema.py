@@ -34,7 +34,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -53,9 +53,33 @@ PARTIAL_INDEXES = {
     ]
 }
 
+#: One scheduled or backfill run per (DAG, logical date); manual runs are unique by run id
+#: only, so two triggers at one instant with different keys make two runs.
+ONE_RUN_PER_DATE = (
+    "CREATE UNIQUE INDEX uq_dag_run_logical_date ON dag_run (dag_id, logical_date) "
+    "WHERE run_type <> 'manual'"
+)
+
+#: ``dag_run`` as schema version 4 creates it on SQLite, which cannot drop a table's UNIQUE
+#: constraint: migration 4 copies the runs into this table (with foreign keys off, so the
+#: task instances that reference the runs stay as they are).
+_DAG_RUN_V4_SQLITE = """CREATE TABLE dag_run_v4 (
+    id INTEGER NOT NULL, dag_id VARCHAR(250) NOT NULL, run_id VARCHAR(250) NOT NULL,
+    logical_date DATETIME NOT NULL, data_interval_start DATETIME NOT NULL,
+    data_interval_end DATETIME NOT NULL, run_type VARCHAR(16) NOT NULL,
+    state VARCHAR(16) NOT NULL, conf TEXT, not_before DATETIME, created_at DATETIME NOT NULL,
+    start_date DATETIME, end_date DATETIME, PRIMARY KEY (id),
+    CONSTRAINT uq_dag_run_run_id UNIQUE (dag_id, run_id),
+    FOREIGN KEY(dag_id) REFERENCES dag (dag_id))"""
+_DAG_RUN_COLUMNS = (
+    "id, dag_id, run_id, logical_date, data_interval_start, data_interval_end, run_type, "
+    "state, conf, not_before, created_at, start_date, end_date"
+)
+
 #: Version -> the statements that bring a database of the version before up to it (plain
-#: SQL both SQLite and PostgreSQL accept; run in one transaction with the version bump).
-MIGRATIONS: dict[int, list[str]] = {
+#: SQL both SQLite and PostgreSQL accept, or one list per dialect; run in one transaction
+#: with the version bump, on SQLite with foreign keys off, see ``engine._migrate``).
+MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
     # Attempt logs became byte ranges of shared segment files (dagrun.logfiles), the
     # task-instance state indexes became partial (see ``in_state``), and a DAG file keeps
     # the helpers it imported.
@@ -78,7 +102,36 @@ MIGRATIONS: dict[int, list[str]] = {
         "ALTER TABLE task_attempt ADD COLUMN late_result TEXT",
         "ALTER TABLE dag_file ADD COLUMN good_source TEXT",
     ],
+    # Manual runs are unique by run id, not by logical date; the audit log names the run
+    # an action changed.
+    4: {
+        "sqlite": [
+            _DAG_RUN_V4_SQLITE,
+            f"INSERT INTO dag_run_v4 ({_DAG_RUN_COLUMNS}) SELECT {_DAG_RUN_COLUMNS} FROM dag_run",
+            "DROP TABLE dag_run",
+            "ALTER TABLE dag_run_v4 RENAME TO dag_run",
+            "CREATE INDEX ix_dag_run_dag_date ON dag_run (dag_id, logical_date)",
+            "CREATE INDEX ix_dag_run_dag_state ON dag_run (dag_id, state)",
+            "CREATE INDEX ix_dag_run_state ON dag_run (state)",
+            ONE_RUN_PER_DATE,
+            "ALTER TABLE audit_log ADD COLUMN run_id VARCHAR(250)",
+            "CREATE INDEX ix_audit_log_dag_at ON audit_log (dag_id, at)",
+        ],
+        "postgresql": [
+            "ALTER TABLE dag_run DROP CONSTRAINT uq_dag_run_logical_date",
+            "CREATE INDEX ix_dag_run_dag_date ON dag_run (dag_id, logical_date)",
+            ONE_RUN_PER_DATE,
+            "ALTER TABLE audit_log ADD COLUMN run_id VARCHAR(250)",
+            "CREATE INDEX ix_audit_log_dag_at ON audit_log (dag_id, at)",
+        ],
+    },
 }
+
+
+def migration(version: int, dialect: str) -> list[str]:
+    """The statements of one migration step on ``dialect``."""
+    steps = MIGRATIONS.get(version, [])
+    return steps.get(dialect, []) if isinstance(steps, dict) else steps
 
 
 class UtcDateTime(TypeDecorator):
@@ -161,8 +214,11 @@ dag_run = Table(
     Column("created_at", UtcDateTime, nullable=False),
     Column("start_date", UtcDateTime),
     Column("end_date", UtcDateTime),
-    UniqueConstraint("dag_id", "logical_date", name="uq_dag_run_logical_date"),
+    # One scheduled or backfill run per logical date is a partial unique index
+    # (``ONE_RUN_PER_DATE``): manual runs are unique by run id only. Reads by date use the
+    # plain index, which a query planner can use without knowing the run type.
     UniqueConstraint("dag_id", "run_id", name="uq_dag_run_run_id"),
+    Index("ix_dag_run_dag_date", "dag_id", "logical_date"),
     Index("ix_dag_run_dag_state", "dag_id", "state"),
     Index("ix_dag_run_state", "state"),
 )
@@ -197,6 +253,7 @@ task_instance = Table(
 )
 for _ddl in PARTIAL_INDEXES.values():
     event.listen(task_instance, "after_create", DDL(_ddl))
+event.listen(dag_run, "after_create", DDL(ONE_RUN_PER_DATE))
 
 
 def in_state(state: TaskState) -> ColumnElement[bool]:
@@ -246,8 +303,10 @@ audit_log = Table(
     Column("at", UtcDateTime, nullable=False),
     Column("action", String(32), nullable=False),
     Column("dag_id", String(250)),
+    Column("run_id", String(250)),
     Column("actor", String(128)),
     Column("detail", Text),
+    Index("ix_audit_log_dag_at", "dag_id", "at"),
 )
 
 partition_write = Table(

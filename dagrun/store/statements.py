@@ -37,7 +37,7 @@ from sqlalchemy import (
     update,
 )
 
-from dagrun.states import ACTIVE_RUN_STATES, RunState, TaskState
+from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
 from dagrun.store.engine import WORK_CHANNEL, dialect_insert
 from dagrun.store.schema import (
     audit_log,
@@ -159,11 +159,8 @@ INSERT_MANUAL_RUN = Statement(
     insert(dag_run).values(_binds(_RUN_COLUMNS)).returning(dag_run.c.id),
 )
 RUN_BY_KEY = Statement(
-    "The run of a DAG with this run id or at this logical date (a manual run's clash).",
-    select(dag_run.c.id).where(
-        dag_run.c.dag_id == _b("dag_id"),
-        (dag_run.c.run_id == _b("run_id")) | (dag_run.c.logical_date == _b("logical_date")),
-    ),
+    "The run of a DAG with this run id (manual runs are unique by it).",
+    select(dag_run.c.id).where(dag_run.c.dag_id == _b("dag_id"), dag_run.c.run_id == _b("run_id")),
 )
 COUNT_ACTIVE_RUNS = Statement(
     "How many of a DAG's runs are queued or running (max_active_runs counts these).",
@@ -175,14 +172,18 @@ COUNT_ACTIVE_RUNS = Statement(
     ),
 )
 _WAITING = select(dag_run.c.id).where(
-    dag_run.c.dag_id == _b("dag_id"), dag_run.c.state == RunState.WAITING.value
+    dag_run.c.dag_id == _b("dag_id"),
+    dag_run.c.state == RunState.WAITING.value,
+    dag_run.c.not_before.is_(None) | (dag_run.c.not_before <= _b("now")),
 )
 WAITING_RUNS = Statement(
-    "A DAG's waiting runs, oldest logical date first (the order of admission).",
+    "A DAG's waiting runs whose start time (spread, trigger --at) has come, oldest logical "
+    "date first (the order of admission): a run delayed to later takes no slot meanwhile.",
     _WAITING.order_by(dag_run.c.logical_date),
 )
 WAITING_RUNS_NEWEST = Statement(
-    "A DAG's waiting runs, newest logical date first (backfill --reverse).",
+    "A DAG's waiting runs whose start time has come, newest logical date first (backfill "
+    "--reverse).",
     _WAITING.order_by(dag_run.c.logical_date.desc()),
 )
 ADMIT_RUN = Statement(
@@ -303,21 +304,82 @@ REOPEN_RUN = Statement(
     )
     .values(state=RunState.WAITING.value, end_date=None),
 )
+STOP_TASKS = Statement(
+    "running -> a state set by hand (cancel, mark): the lease is taken away, so the worker "
+    "holding it stops the attempt and its late result is stale; returns the attempts ended.",
+    update(ti)
+    .where(
+        ti.c.run_pk == _b("run_pk"),
+        ti.c.task_id.in_(_many("task_ids")),
+        ti.c.state == TaskState.RUNNING.value,
+    )
+    .values(
+        state=_b("state"),
+        lease_owner=None,
+        lease_until=None,
+        end_date=_b("now"),
+        last_error=_b("error"),
+    )
+    .returning(ti.c.id, ti.c.fence_token),
+)
+MARK_TASKS = Statement(
+    "A state set by hand on a run's chosen task instances that are not running (those are "
+    "stopped first, STOP_TASKS), from the states ``b_from``.",
+    update(ti)
+    .where(
+        ti.c.run_pk == _b("run_pk"),
+        ti.c.task_id.in_(_many("task_ids")),
+        ti.c.state.in_(_many("from")),
+    )
+    .values(state=_b("state"), next_try_at=None, end_date=_b("now"), last_error=_b("error")),
+)
+REEVALUATE_TASKS = Statement(
+    "upstream_failed or skipped -> none for tasks downstream of a mark, so the trigger rules "
+    "decide them again.",
+    update(ti)
+    .where(
+        ti.c.run_pk == _b("run_pk"),
+        ti.c.task_id.in_(_many("task_ids")),
+        ti.c.state.in_([TaskState.UPSTREAM_FAILED.value, TaskState.SKIPPED.value]),
+    )
+    .values(state=TaskState.NONE.value, end_date=None),
+)
+SET_RUN_STATE = Statement(
+    "A run's state set by hand (cancel, mark) or recomputed after a mark, with its end, "
+    "from the state read under its lock (``b_was``).",
+    update(dag_run)
+    .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == _b("was"))
+    .values(state=_b("state"), end_date=_b("end")),
+)
+STOPPED_ATTEMPTS = Statement(
+    "Which of a worker's attempts were ended by hand (cancel, mark): ended with an outcome "
+    "other than an expired lease; their worker stops them.",
+    select(task_attempt.c.ti_id, task_attempt.c.fence_token).where(
+        task_attempt.c.ti_id.in_(_many("ti_ids")),
+        task_attempt.c.outcome.is_not(None),
+        task_attempt.c.outcome != AttemptOutcome.LEASE_EXPIRED.value,
+    ),
+)
 INSERT_AUDIT = Statement(
-    "Record an operator action (clear, backfill, pause, pools...) with who and when.",
-    insert(audit_log).values(_binds("at action dag_id actor detail")),
+    "Record an operator action (trigger, cancel, mark, clear, backfill, pause...) with who "
+    "and when.",
+    insert(audit_log).values(_binds("at action dag_id run_id actor detail")),
 )
 
 # ---------------------------------------------------------------- attempts: claim
 
 
-def _claim(pooled: bool):
+def _claim(pooled: bool, scoped: bool = False):
     """queued -> running for up to ``b_limit`` rows, highest priority first: leased to
-    ``b_owner`` until ``b_until``, try + 1, fence + 1."""
+    ``b_owner`` until ``b_until``, try + 1, fence + 1; ``scoped``: of the runs ``b_run_pks``
+    only."""
     in_pool = ti.c.pool == _b("pool") if pooled else ti.c.pool.is_(None)
+    chosen = [in_state(TaskState.QUEUED), in_pool]
+    if scoped:
+        chosen.append(ti.c.run_pk.in_(_many("run_pks")))
     picked = (
         select(ti.c.id)
-        .where(in_state(TaskState.QUEUED), in_pool)
+        .where(*chosen)
         .order_by(ti.c.priority_weight.desc(), ti.c.id)
         .limit(_b("limit"))
         .with_for_update(skip_locked=True)
@@ -350,6 +412,14 @@ CLAIM = Statement(
 CLAIM_IN_POOL = Statement(
     "queued -> running for one pool's tasks, as many as its free slots (see pools.py).",
     _claim(pooled=True),
+)
+CLAIM_IN_RUNS = Statement(
+    "CLAIM for the tasks of some runs only (`dagrun run` and backfill run their own runs).",
+    _claim(pooled=False, scoped=True),
+)
+CLAIM_IN_POOL_IN_RUNS = Statement(
+    "CLAIM_IN_POOL for the tasks of some runs only.",
+    _claim(pooled=True, scoped=True),
 )
 INSERT_ATTEMPT = Statement(
     "Open an attempt in the history: who runs which try under which fence, since when.",

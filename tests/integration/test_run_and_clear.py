@@ -156,11 +156,17 @@ def test_a_failing_run_exits_1_and_shows_the_error(cli_env, dags_dir):
     }
 
 
-def test_run_on_a_date_that_has_a_run_is_refused(chain):
+def test_a_manual_run_on_a_date_that_has_a_run_is_a_run_of_its_own_made_once(chain):
+    """Manual runs are unique by run id (DESIGN 6.2): a date with a backfill run gets a
+    manual run beside it, and the same command again makes nothing."""
     ok("backfill", "chain", "--start", DAYS[0], "--end", DAYS[0], env=chain)
+    ok("run", "chain", "--date", DAYS[0], env=chain)
     before = table_counts(chain)
-    assert_usage_error(dagrun("run", "chain", "--date", DAYS[0], env=chain), "already has run")
+    again = ok("run", "chain", "--date", DAYS[0], env=chain)
+    assert "nothing to do" in again.stdout
     assert table_counts(chain) == before
+    kinds = sorted(k for (k,) in db_rows(chain, "SELECT run_type FROM dag_run"))
+    assert kinds == ["backfill", "manual"]
 
 
 def test_a_run_whose_past_failed_ends_and_says_why(cli_env, dags_dir):
