@@ -28,9 +28,10 @@ from dagrun import webapp
 from dagrun.logfiles import LogRange
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunType
-from dagrun.store import Store, attempts, reads, runs, schema, sql, upkeep
+from dagrun.store import Store, attempts, audit, reads, runs, schema, sql, upkeep
 from dagrun.store.schema import task_attempt, task_instance
 from dagrun.sync import sync_dags
+from dagrun.timetable import DataInterval
 from dagrun.webapp import WebApp, make_web_server
 from tests.helpers import dagrun_cmd, run_cli, wait_until, write_dag
 
@@ -573,6 +574,39 @@ def test_api_runs_lists_runs_oldest_first_with_state_filter(world):
     paged = call(world.app, "/api/dags/shop/runs?runs=2").json()
     assert [r["run_id"] for r in paged["runs"]] == world.run_ids[1:]
     assert paged["older_before"] == "2026-01-02T05:00:00+00:00"
+
+
+def test_run_page_and_api_show_the_runs_conf_escaped(world):
+    first = world.spec.timetable.next_interval(None).start + timedelta(days=20)
+    conf = {"region": "<EU>", "n": 3}
+    with world.store.write() as conn:
+        runs.create_manual_run(
+            conn, world.spec, DataInterval(first, first), "k", world.store.now(), conf
+        )
+    page = call(world.app, webapp.run_url("shop", "k"))
+    assert page.status == 200 and '"region": "\\u003cEU\\u003e"' in page.text
+    assert call(world.app, "/api" + webapp.run_url("shop", "k")).json()["conf"] == conf
+    scheduled = call(world.app, f"/api{run_path(world, 1)}").json()
+    assert scheduled["conf"] == {}
+    assert "<th>conf</th>" not in call(world.app, run_path(world, 1)).text
+
+
+def test_audit_pages_list_operator_actions_newest_first_per_dag(world):
+    with world.store.write() as conn:
+        audit.record(world.store, conn, "trigger", "shop", "k", conf={"x": "<b>"})
+        audit.record(world.store, conn, "pause", "elsewhere")
+        audit.record(world.store, conn, "cancel", "shop", "k", stopped=1)
+    every = call(world.app, "/api/audit").json()
+    assert [e["action"] for e in every][:3] == ["cancel", "pause", "trigger"]
+    mine = call(world.app, "/api/dags/shop/audit?limit=1").json()
+    assert [(e["action"], e["run_id"]) for e in mine] == [("cancel", "k")]
+    page = call(world.app, "/dags/shop/audit")
+    assert page.status == 200 and "elsewhere" not in page.text
+    main = page.text.split("<main>")[1]
+    assert '"x": "\\u003cb\\u003e"' in main and "<b>" not in main
+    assert call(world.app, "/audit").status == 200
+    assert call(world.app, "/dags/nope/audit").status == 404
+    assert 'href="/dags/shop/audit"' in call(world.app, "/dags/shop/grid").text
 
 
 def test_api_run_has_task_instances_and_attempts(world):

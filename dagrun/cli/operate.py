@@ -9,7 +9,9 @@ audited in the transaction that makes it (``store.audit``); the state changes th
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
@@ -29,6 +31,9 @@ from dagrun.instants import iso, parse_cli_instant, parse_duration
 from dagrun.spec import DagSpec
 from dagrun.states import RunState
 from dagrun.store import audit, manual, reads
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 TRIGGER_EXAMPLES = """\b
 Examples:
@@ -204,21 +209,7 @@ def runs_cancel(app: App, dag_id: str, run_id: str | None, date_: str | None) ->
     """Cancel a run: it becomes failed, its running attempts are stopped (their processes
     terminated) and recorded failed with the error `cancelled`, its unstarted tasks are
     skipped."""
-    spec = app.spec(dag_id)
-    with app.store.write() as conn:
-        row = pick_run(conn, spec, run_id, date_)
-        change = manual.cancel_run(conn, spec, row.id, app.store.now(conn))
-        if change.changed:
-            audit.record(
-                app.store,
-                conn,
-                "cancel",
-                dag_id,
-                row.run_id,
-                was=change.before.value,
-                stopped=change.stopped,
-                tasks=change.tasks,
-            )
+    row, change = _change_run(app, dag_id, run_id, date_, "cancel", manual.cancel_run)
     if not change.changed:
         click.echo(f"run {row.run_id} already ended ({change.before}); nothing to cancel")
         return
@@ -239,24 +230,12 @@ def runs_cancel(app: App, dag_id: str, run_id: str | None, date_: str | None) ->
 def runs_mark(app: App, dag_id: str, run_id: str | None, date_: str | None, state: str) -> None:
     """Set a run's state by hand: its unfinished tasks take that state (skipped for
     unstarted ones when failed), running attempts are stopped."""
-    spec = app.spec(dag_id)
-    wanted = RunState(state)
-    with app.store.write() as conn:
-        row = pick_run(conn, spec, run_id, date_)
-        reason = f"run marked {state} by hand"
-        change = manual.mark_run(conn, spec, row.id, wanted, reason, app.store.now(conn))
-        if change.changed:
-            audit.record(
-                app.store,
-                conn,
-                "mark_run",
-                dag_id,
-                row.run_id,
-                state=state,
-                was=change.before.value,
-                stopped=change.stopped,
-                tasks=change.tasks,
-            )
+    wanted, reason = RunState(state), f"run marked {state} by hand"
+
+    def mark(conn: Connection, spec: DagSpec, run_pk: int, now: datetime) -> manual.Change:
+        return manual.mark_run(conn, spec, run_pk, wanted, reason, now)
+
+    row, change = _change_run(app, dag_id, run_id, date_, "mark_run", mark, state=state)
     if not change.changed:
         click.echo(f"run {row.run_id} is {state} already; nothing changed")
         return
@@ -264,6 +243,26 @@ def runs_mark(app: App, dag_id: str, run_id: str | None, date_: str | None, stat
         f"marked run {row.run_id} of {dag_id} {state} (was {change.before}); "
         f"{change.tasks} task instance(s) set, {change.stopped} running attempt(s) stopped"
     )
+
+
+def _change_run(
+    app: App,
+    dag_id: str,
+    run_id: str | None,
+    date_: str | None,
+    action: str,
+    apply: Callable[[Connection, DagSpec, int, datetime], manual.Change],
+    **detail: object,
+) -> tuple[reads.RunRow, manual.Change]:
+    """Pick the run, ``apply`` a hand change to it and audit what changed, in one
+    transaction; (the run as it was, the change)."""
+    spec = app.spec(dag_id)
+    with app.store.write() as conn:
+        row = pick_run(conn, spec, run_id, date_)
+        change = apply(conn, spec, row.id, app.store.now(conn))
+        if change.changed:
+            audit.record(app.store, conn, action, dag_id, row.run_id, **detail, **change.detail())
+    return row, change
 
 
 @click.command("audit")

@@ -170,18 +170,8 @@ def mark(
         reason = f"marked {state} by hand"
         now = app.store.now(conn)
         change = manual.mark_tasks(conn, spec, row.id, chosen, TaskState(state), reason, now)
-        audit.record(
-            app.store,
-            conn,
-            "mark_task",
-            dag_id,
-            row.run_id,
-            task_id=task_id,
-            state=state,
-            downstream=downstream,
-            tasks=change.tasks,
-            stopped=change.stopped,
-        )
+        detail = {"task_id": task_id, "state": state, "downstream": downstream}
+        audit.record(app.store, conn, "mark_task", dag_id, row.run_id, **detail, **change.detail())
     click.echo(
         f"marked {change.tasks} task instance(s) of run {row.run_id} {state}"
         + (f" ({change.stopped} running attempt(s) stopped)" if change.stopped else "")

@@ -50,6 +50,10 @@ class Change:
     def changed(self) -> bool:
         return self.before != self.after or self.stopped > 0 or self.tasks > 0
 
+    def detail(self) -> dict[str, object]:
+        """What the audit log keeps of it."""
+        return {"was": self.before.value, "stopped": self.stopped, "tasks": self.tasks}
+
 
 def cancel_run(conn: Connection, spec: DagSpec, run_pk: int, now: datetime) -> Change:
     """Cancel an unfinished run: it becomes ``failed``, its running attempts are stopped

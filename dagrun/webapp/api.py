@@ -18,6 +18,7 @@ from dagrun.webapp.models import (
     DagInfo,
     GridView,
     TaskLine,
+    read_audit,
     read_dag,
     read_dag_list,
     read_grid,
@@ -50,6 +51,12 @@ def api_import_errors(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
         errors = reads.import_errors(conn)
     return json_response([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
+
+
+def api_audit(site: Site, request: Request, dag_id: str | None = None) -> Response:
+    """The audit log, newest first (``?limit=``, at most 1000), of one DAG or of all."""
+    entries = read_audit(site.store, dag_id, request.query.get("limit"))
+    return json_response([e.to_json() for e in entries])
 
 
 def api_grid(site: Site, request: Request, dag_id: str) -> Response:
@@ -121,6 +128,7 @@ def run_json(run: RunRow, tz: ZoneInfo) -> dict[str, Any]:
         "start_date": iso(run.start_date),
         "end_date": iso(run.end_date),
         "duration": run.duration,
+        "conf": run.conf,
     }
 
 

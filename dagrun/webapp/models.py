@@ -14,7 +14,7 @@ from sqlalchemy import Connection
 
 from dagrun.spec import DagSpec
 from dagrun.states import TaskState
-from dagrun.store import Store, reads
+from dagrun.store import Store, audit, reads
 from dagrun.store.reads import AttemptRow, DagRow, GridPage, RunRow, TaskRow
 from dagrun.webapp.formatting import fmt_duration, live_duration, local, utc
 from dagrun.webapp.paging import Paging
@@ -228,3 +228,20 @@ def task_lines(
             duration = live_duration(instance.state, instance.duration, instance.start_date, now)
         lines.append(TaskLine(task_id, removed, instance, attempts.get(task_id, []), duration))
     return lines
+
+
+#: Audit entries a page or an API answer shows at most (``?limit=``).
+AUDIT_LIMIT = 1000
+
+
+def read_audit(store: Store, dag_id: str | None, limit: str | None) -> list[audit.Entry]:
+    """The newest audit entries (``limit`` as the query gave it, default 100), of one DAG
+    when ``dag_id`` is given (a DAG that is not known is a 404, as on every page of a DAG)."""
+    try:
+        limit = min(AUDIT_LIMIT, max(1, int(limit or 100)))
+    except ValueError:
+        limit = 100
+    with store.read() as conn:
+        if dag_id is not None:
+            reads.get_dag(conn, dag_id)
+        return audit.entries(conn, dag_id, limit)

@@ -1,4 +1,5 @@
-"""The HTML pages: DAG list, import errors, run grid, run, attempt log, and static files.
+"""The HTML pages: DAG list, import errors, run grid, run, attempt log, audit log, and
+static files.
 
 Each handler is called as ``handler(site, request, **url_params)`` and returns a Response; a
 missing DAG, run, task or try raises and becomes a 404 page in ``WebApp.respond``.
@@ -12,7 +13,7 @@ from dagrun.states import RunState
 from dagrun.store import reads
 from dagrun.webapp.http import NotFound, Request, Response
 from dagrun.webapp.logs import read_log
-from dagrun.webapp.models import read_dag, read_dag_list, read_grid, read_run
+from dagrun.webapp.models import read_audit, read_dag, read_dag_list, read_grid, read_run
 from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Paging
 from dagrun.webapp.templates import render
 
@@ -99,6 +100,12 @@ def log(
         log=text,
         refresh=_refresh(site, request, attempt.ended_at is None),
     )
+
+
+def audit_log(site: Site, request: Request, dag_id: str | None = None) -> Response:
+    """Operator actions, newest first: trigger, cancel, mark, clear, backfill, pause..."""
+    entries = read_audit(site.store, dag_id, request.query.get("limit"))
+    return _page(site, "audit.html", request, entries=entries, dag_id=dag_id)
 
 
 def static(site: Site, request: Request, name: str) -> Response:

@@ -17,7 +17,7 @@ from dagrun.instants import iso
 from dagrun.states import TaskState
 from dagrun.webapp.formatting import fmt_duration, local, utc
 from dagrun.webapp.http import Request, Response
-from dagrun.webapp.urls import grid_url, log_url, run_url, url_with
+from dagrun.webapp.urls import audit_url, grid_url, log_url, run_url, url_with
 
 StaticFiles = dict[str, tuple[bytes, str]]
 
@@ -47,6 +47,7 @@ def environment(static_files: StaticFiles) -> Environment:
         grid_url=grid_url,
         run_url=run_url,
         log_url=log_url,
+        audit_url=audit_url,
         static=lambda name: f"/static/{name}?v={versions[name]}",
         states=[s.value for s in TaskState],
     )

@@ -21,6 +21,10 @@ def run_url(dag_id: str, run_id: str) -> str:
     return f"/dags/{_q(dag_id)}/runs/{_q(run_id)}"
 
 
+def audit_url(dag_id: str | None = None) -> str:
+    return f"/dags/{_q(dag_id)}/audit" if dag_id else "/audit"
+
+
 def log_url(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
     return f"{run_url(dag_id, run_id)}/tasks/{_q(task_id)}/tries/{try_number}/log"
 
