@@ -267,6 +267,8 @@ def run(
         click.echo(f"run {row.run_id} of {dag_id} exists ({row.state}): resuming it", err=True)
     else:
         click.echo(f"run {row.run_id} of {dag_id} at {iso(row.logical_date)}", err=True)
+    if row.not_before is not None and row.not_before > datetime.now(UTC):
+        click.echo(f"it starts at {iso(row.not_before)} (trigger --at): waiting", err=True)
     final = _execute_runs(app, spec, [row.id], workers)
     print_run(app, final)
     if final.state != RunState.SUCCESS:
