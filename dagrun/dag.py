@@ -18,7 +18,7 @@ from typing import Any
 from dagrun.errors import DagDefinitionError
 from dagrun.instants import parse_duration
 from dagrun.params import serialise
-from dagrun.states import TriggerRule
+from dagrun.states import CallbackEvent, TriggerRule
 from dagrun.timetable import Timetable, make_timetable
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
@@ -53,6 +53,16 @@ TASK_DEFAULTS: dict[str, Any] = {
     "priority_weight": 1,
     "pool": None,
     "params": None,
+    "on_failure_callback": None,
+    "on_retry_callback": None,
+    "on_success_callback": None,
+}
+
+#: Task options holding callbacks, and the event each one hears of.
+TASK_CALLBACKS = {
+    "on_success_callback": CallbackEvent.TASK_SUCCESS,
+    "on_retry_callback": CallbackEvent.TASK_RETRY,
+    "on_failure_callback": CallbackEvent.TASK_FAILURE,
 }
 
 _DURATION_OPTIONS = ("retry_delay", "max_retry_delay", "execution_timeout")
@@ -107,6 +117,10 @@ class DAG:
         description: str | None = None,
         is_paused_upon_creation: bool = False,
         spread: str | int | timedelta | None = None,
+        dagrun_timeout: float | timedelta | None = None,
+        max_active_tasks: int | None = None,
+        on_failure_callback: Any = None,
+        on_success_callback: Any = None,
     ):
         self.dag_id = check_id("DAG", dag_id)
         self.schedule = schedule
@@ -123,6 +137,20 @@ class DAG:
         self.description = description
         self.is_paused_upon_creation = bool(is_paused_upon_creation)
         self.spread = parse_duration(spread) if spread is not None else None
+        self.dagrun_timeout = _timeout(dagrun_timeout, dag_id)
+        if max_active_tasks is not None and (
+            not _is_whole(max_active_tasks) or max_active_tasks < 1
+        ):
+            raise DagDefinitionError("max_active_tasks must be a positive integer", dag_id=dag_id)
+        self.max_active_tasks = max_active_tasks
+        self.callbacks = {
+            CallbackEvent.RUN_FAILURE: callables(
+                on_failure_callback, "on_failure_callback", dag_id
+            ),
+            CallbackEvent.RUN_SUCCESS: callables(
+                on_success_callback, "on_success_callback", dag_id
+            ),
+        }
         self.tasks: dict[str, Task] = {}
         self.fileloc, self.definition_line = _definition_site()
         if _collector is not None:
@@ -165,6 +193,36 @@ def _definition_site() -> tuple[str | None, int | None]:
     return frame.f_code.co_filename, frame.f_lineno
 
 
+def _timeout(value: Any, dag_id: str) -> float | None:
+    """``dagrun_timeout`` in seconds (a number, a timedelta or a duration such as "2h")."""
+    if value is None:
+        return None
+    try:
+        seconds = parse_duration(value).total_seconds()
+    except Exception as exc:
+        raise DagDefinitionError(f"dagrun_timeout: {exc}", dag_id=dag_id) from None
+    if seconds <= 0:
+        raise DagDefinitionError("dagrun_timeout must be positive", dag_id=dag_id)
+    return seconds
+
+
+def callables(
+    value: Any, option: str, dag_id: str | None, task_id: str | None = None
+) -> list[Callable[..., Any]]:
+    """A callback option as a list of callables (None: none; one callable; a list)."""
+    if value is None:
+        return []
+    found = list(value) if isinstance(value, list | tuple) else [value]
+    for item in found:
+        if not callable(item):
+            raise DagDefinitionError(
+                f"{option} must be a callable or a list of them, not {item!r}",
+                dag_id=dag_id,
+                task_id=task_id,
+            )
+    return found
+
+
 def _check_options(options: dict[str, Any], *, dag_id: str | None, task_id: str | None) -> dict:
     """Reject unknown options and bad values with an error naming the task."""
     unknown = sorted(set(options) - set(TASK_DEFAULTS))
@@ -197,6 +255,9 @@ def _check_options(options: dict[str, Any], *, dag_id: str | None, task_id: str 
             dag_id=dag_id,
             task_id=task_id,
         )
+    for name in TASK_CALLBACKS:
+        if name in checked:
+            checked[name] = callables(checked[name], name, dag_id, task_id)
     for name in _DURATION_OPTIONS:
         if checked.get(name) is not None:
             try:

@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from dagrun import processes
-from dagrun.dag import DAG, collect_dags
+from dagrun.dag import DAG, TASK_CALLBACKS, collect_dags
 from dagrun.errors import DagFileError
 from dagrun.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
 from dagrun.timetable import CronTimetable
@@ -136,6 +136,9 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         line=dag.definition_line,
         params=dag.params,
         cron=tt.expansion if isinstance(tt, CronTimetable) else None,
+        dagrun_timeout=dag.dagrun_timeout,
+        max_active_tasks=dag.max_active_tasks,
+        callbacks=tuple(event.value for event, found in dag.callbacks.items() if found),
     )
 
 
@@ -155,6 +158,7 @@ def _task_spec(task) -> TaskSpec:
         priority_weight=int(o["priority_weight"]),
         pool=o["pool"],
         data_inputs=tuple(task.data_inputs),
+        callbacks=tuple(event.value for name, event in TASK_CALLBACKS.items() if o[name]),
     )
 
 

@@ -36,6 +36,8 @@ class TaskSpec:
     priority_weight: int = 1
     pool: str | None = None
     data_inputs: tuple[str, ...] = ()
+    #: The events (``CallbackEvent`` values) this task has callbacks for.
+    callbacks: tuple[str, ...] = ()
 
     @property
     def max_tries(self) -> int:
@@ -63,6 +65,12 @@ class DagSpec:
     params: dict[str, dict] = field(default_factory=dict, compare=False)
     #: A cron schedule's parsed fields, so readers of the spec need not import croniter.
     cron: Expansion | None = None
+    #: Seconds a run may stay unfinished after it started before it is failed.
+    dagrun_timeout: float | None = None
+    #: Task instances of this DAG running at once, across its runs and all workers.
+    max_active_tasks: int | None = None
+    #: The run events (``CallbackEvent`` values) this DAG has callbacks for.
+    callbacks: tuple[str, ...] = ()
 
     @cached_property
     def timetable(self) -> Timetable:
@@ -118,10 +126,16 @@ class DagSpec:
         data = json.loads(text)
         tasks = tuple(
             TaskSpec(
-                **{**t, "upstream": tuple(t["upstream"]), "data_inputs": tuple(t["data_inputs"])}
+                **{
+                    **t,
+                    "upstream": tuple(t["upstream"]),
+                    "data_inputs": tuple(t["data_inputs"]),
+                    "callbacks": tuple(t.get("callbacks", ())),
+                }
             )
             for t in data.pop("tasks")
         )
+        data["callbacks"] = tuple(data.get("callbacks", ()))
         cron = data.get("cron")
         if cron is not None:
             data["cron"] = tuple(tuple(values) for values in cron)

@@ -70,6 +70,26 @@ class AttemptOutcome(StrEnum):
     RELEASED = "released"
 
 
+class CallbackEvent(StrEnum):
+    """What a callback hears of: a task instance's end (or retry), a run's end."""
+
+    TASK_SUCCESS = "task_success"
+    TASK_RETRY = "task_retry"
+    TASK_FAILURE = "task_failure"
+    RUN_SUCCESS = "run_success"
+    RUN_FAILURE = "run_failure"
+
+
+class CallbackState(StrEnum):
+    """pending (written with the event) -> running (leased to a worker) -> sent | failed.
+    A callback whose worker was lost ends failed rather than fire twice."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    SENT = "sent"
+    FAILED = "failed"
+
+
 class TriggerRule(StrEnum):
     ALL_SUCCESS = "all_success"
     ALL_DONE = "all_done"

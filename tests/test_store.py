@@ -176,6 +176,14 @@ VERSION_3_FROM_4_POSTGRESQL = [
 ]
 
 
+#: Undoes migration 5 (both engines): no callback outbox, no per-DAG task caps.
+VERSION_4_FROM_5 = [
+    "DROP TABLE callback",
+    "DROP TABLE dag_cap",
+    "ALTER TABLE task_instance DROP COLUMN capped",
+]
+
+
 def undo_version_4(store: Store) -> None:
     """A version-3 layout from a new database. SQLite keeps a table's UNIQUE constraints in
     its definition: the runs are copied into a table made as version 3 made it, with foreign
@@ -218,6 +226,9 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
+    with store.write() as conn:
+        for statement in VERSION_4_FROM_5:
+            conn.exec_driver_sql(statement)
     store.dispose()
     undo_version_4(store)
     with store.write() as conn:
@@ -228,7 +239,8 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 4
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 5
+            assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
             run_indexes = {i["name"] for i in inspect(conn).get_indexes("dag_run")}
             assert {i.name for i in dag_run.indexes} <= run_indexes
@@ -236,6 +248,7 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
             assert {"log_offset", "log_length", "late_result"} <= columns
             columns = {c["name"] for c in inspect(conn).get_columns("task_instance")}
             assert "infra_failures" in columns and "lease_losses" not in columns
+            assert "capped" in columns
             indexes = {i["name"] for i in inspect(conn).get_indexes("task_instance")}
             expected = {i.name for i in ti.indexes} | set(schema.PARTIAL_INDEXES)
             assert indexes - {"uq_task_instance_run_task"} == expected

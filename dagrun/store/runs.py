@@ -213,6 +213,7 @@ def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -
             "b_max_tries": t.max_tries,
             "b_priority_weight": t.priority_weight,
             "b_pool": t.pool,
+            "b_capped": spec.max_active_tasks is not None,
         }
         for pk in run_pks
         for t in spec.tasks

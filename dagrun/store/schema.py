@@ -26,6 +26,7 @@ from sqlalchemy import (
     Text,
     UniqueConstraint,
     event,
+    false,
     literal_column,
 )
 from sqlalchemy.sql.elements import ColumnElement
@@ -34,7 +35,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -75,6 +76,14 @@ _DAG_RUN_COLUMNS = (
     "id, dag_id, run_id, logical_date, data_interval_start, data_interval_end, run_type, "
     "state, conf, not_before, created_at, start_date, end_date"
 )
+
+#: ``callback`` as schema version 5 creates it (the same text on SQLite and PostgreSQL).
+_CALLBACK_V5 = """CREATE TABLE callback (
+    id {serial} NOT NULL, event VARCHAR(32) NOT NULL, dag_id VARCHAR(250) NOT NULL,
+    run_pk INTEGER NOT NULL, ti_id INTEGER, task_id VARCHAR(250), try_number INTEGER,
+    fence_token INTEGER, error TEXT, state VARCHAR(16) NOT NULL, created_at {ts} NOT NULL,
+    lease_owner VARCHAR(128), lease_until {ts}, ended_at {ts}, outcome_error TEXT,
+    log_path VARCHAR(1024), log_offset BIGINT, log_length BIGINT, PRIMARY KEY (id))"""
 
 #: Version -> the statements that bring a database of the version before up to it (plain
 #: SQL both SQLite and PostgreSQL accept, or one list per dialect; run in one transaction
@@ -124,6 +133,22 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
             "ALTER TABLE audit_log ADD COLUMN run_id VARCHAR(250)",
             "CREATE INDEX ix_audit_log_dag_at ON audit_log (dag_id, at)",
         ],
+    },
+    # Callbacks are an outbox written with the state change that fires them; a DAG's
+    # max_active_tasks is counted under its own lock row, for the task instances it caps.
+    5: {
+        dialect: [
+            _CALLBACK_V5.format(serial=serial, ts=ts),
+            "CREATE INDEX ix_callback_state ON callback (state, id)",
+            "CREATE INDEX ix_callback_attempt ON callback (ti_id, fence_token)",
+            "CREATE TABLE dag_cap (dag_id VARCHAR(250) NOT NULL, max_active_tasks INTEGER NOT "
+            "NULL, PRIMARY KEY (dag_id))",
+            f"ALTER TABLE task_instance ADD COLUMN capped BOOLEAN NOT NULL DEFAULT {false}",
+        ]
+        for dialect, serial, ts, false in (
+            ("sqlite", "INTEGER", "DATETIME", "0"),
+            ("postgresql", "SERIAL", "TIMESTAMP WITH TIME ZONE", "false"),
+        )
     },
 }
 
@@ -248,6 +273,8 @@ task_instance = Table(
     Column("duration", Float),
     Column("last_error", Text),
     Column("return_value", Text),
+    # Counted against its DAG's max_active_tasks (``dag_cap``): claimed under that lock.
+    Column("capped", Boolean, nullable=False, default=False, server_default=false()),
     UniqueConstraint("run_pk", "task_id", name="uq_task_instance_run_task"),
     Index("ix_ti_dag_task", "dag_id", "task_id"),
 )
@@ -294,6 +321,42 @@ task_attempt = Table(
     UniqueConstraint("ti_id", "fence_token", name="uq_task_attempt_fence"),
     Index("ix_task_attempt_run", "run_pk"),
     Index("ix_task_attempt_outcome", "outcome"),
+)
+
+dag_cap = Table(
+    "dag_cap",
+    metadata,
+    Column("dag_id", String(250), primary_key=True),
+    Column("max_active_tasks", Integer, nullable=False),
+)
+
+#: The callback outbox: one row per event a callback or notifier must hear of (a task that
+#: succeeded, will retry, failed for good; a run that ended), written in the transaction
+#: that decided the event, so it is never lost and never written twice. Workers claim rows
+#: (leased) and run them in a child with a time limit.
+callback = Table(
+    "callback",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("event", String(32), nullable=False),
+    Column("dag_id", String(250), nullable=False),
+    Column("run_pk", Integer, nullable=False),
+    Column("ti_id", Integer),
+    Column("task_id", String(250)),
+    Column("try_number", Integer),
+    Column("fence_token", Integer),
+    Column("error", Text),
+    Column("state", String(16), nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("lease_owner", String(128)),
+    Column("lease_until", UtcDateTime),
+    Column("ended_at", UtcDateTime),
+    Column("outcome_error", Text),
+    Column("log_path", String(1024)),
+    Column("log_offset", BigInteger),
+    Column("log_length", BigInteger),
+    Index("ix_callback_state", "state", "id"),
+    Index("ix_callback_attempt", "ti_id", "fence_token"),
 )
 
 audit_log = Table(

@@ -196,7 +196,7 @@ INSERT_TASK_INSTANCES = Statement(
     "Create a run's missing task instances in state none (existing ones are left alone).",
     _insert_new(
         ti,
-        ("run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool"),
+        ("run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool", "capped"),
         try_number=0,
         failures=0,
         infra_failures=0,
