@@ -26,7 +26,7 @@ from dagrun.errors import StoreError
 from dagrun.progress import Progress
 from dagrun.spec import DagSpec
 from dagrun.states import RunState
-from dagrun.store import Store, pools, reads, registry, runs
+from dagrun.store import Store, manual, pools, reads, registry, runs
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import Backoff
 from dagrun.worker import Worker, WorkerOptions, WorkerStats
@@ -163,10 +163,12 @@ class RunDriver:
             wait = self.watch_interval
 
     def _look(self) -> None:
-        """One look: admit, spot stuck runs, warn of missing pools, show progress, and stop
-        the worker when nothing is left to do."""
+        """One look: fail runs past their dagrun_timeout, admit, spot stuck runs, warn of
+        missing pools, show progress, and stop the worker when nothing is left to do."""
         with self.store.write() as conn:
-            if self._admit(conn, self.store.now(conn)):
+            now = self.store.now(conn)
+            manual.time_out_runs(conn, self.spec, now)
+            if self._admit(conn, now):
                 self.worker.wake()
             self._warn_missing_pools(pools.missing_pools(conn))
         with self.store.read() as conn:

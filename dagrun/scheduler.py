@@ -27,7 +27,7 @@ from dagrun.errors import StoreConflict, StoreError
 from dagrun.instants import spread_offset
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
-from dagrun.store import Store, pools, reads, registry, runs, upkeep
+from dagrun.store import Store, manual, pools, reads, registry, runs, upkeep
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
 from dagrun.store.outage import Backoff
 from dagrun.sync import sync_dags
@@ -147,10 +147,18 @@ class Scheduler:
                 self._hold(dag_id, "paused")
                 return
             spec = row.spec
+            timed_out = manual.time_out_runs(conn, spec, now)
             created = self._create_due_runs(conn, spec, row.cursor, now)
             admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now)
             started = runs.start_runs(conn, spec, now)
             waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id, now)
+        if timed_out:
+            log.warning(
+                "%s: failed %d run(s) past dagrun_timeout=%gs",
+                dag_id,
+                timed_out,
+                spec.dagrun_timeout,
+            )
         if created:
             report.created[dag_id] = created
             log.info("%s: created %d run(s)", dag_id, created)
@@ -165,8 +173,13 @@ class Scheduler:
             self._holds.pop(dag_id, None)
 
     def _create_due_runs(self, conn, spec: DagSpec, cursor: datetime | None, now: datetime) -> int:
+        """Create the runs that fell due. Without catchup the backlog is bounded: no run is
+        created while the DAG has ``max_active_runs`` runs queued or running; the latest due
+        interval is created once a slot frees (the cursor stays, so it is found then)."""
         tt = spec.timetable
         if not tt.schedulable:
+            return 0
+        if not spec.catchup and runs.count_active_runs(conn, spec.dag_id) >= spec.max_active_runs:
             return 0
         due = tt.due_intervals(cursor, now, spec.catchup)[:MAX_CREATE_PER_TICK]
         if not due:

@@ -230,3 +230,23 @@ def test_audit_entries_are_newest_first_and_filter_by_dag(store: Store):
     assert mine[1].detail == {"conf": {"n": 1}, "at": T0.isoformat()}
     assert set(mine[0].to_json()) == {"at", "actor", "action", "dag_id", "run_id", "detail"}
     assert mine[0].run_id == "a" and "@" in mine[0].actor
+
+
+def test_a_run_past_its_dagrun_timeout_fails_with_its_attempts_stopped(store: Store):
+    from dagrun import DAG, BashTask
+    from dagrun.parser import build_spec
+
+    with DAG("slowpipe", schedule="@daily", start_date="2026-01-01", dagrun_timeout=60) as dag:
+        BashTask("a", command="sleep 100") >> BashTask("b", command="echo")
+    spec = build_spec(dag, "/d/slow.py")
+    [pk] = start(store, spec, 1, 1)
+    [running], now = claim(store)
+    with store.write() as conn:
+        assert manual.time_out_runs(conn, spec, now + timedelta(seconds=30)) == 0
+        assert manual.time_out_runs(conn, spec, now + timedelta(seconds=61)) == 1
+    assert run_state(store, pk) == "failed"
+    assert ti_states(store, pk) == {"a": "failed", "b": "skipped"}
+    [attempt] = attempt_rows(store, running.ti_id)
+    assert attempt.outcome == "failed" and "dagrun_timeout" in attempt.error
+    with store.write() as conn:
+        assert manual.time_out_runs(conn, spec, now + timedelta(hours=1)) == 0

@@ -113,3 +113,69 @@ def test_pools_cli(cli_env):
     assert run_cli("pools", "delete", "db", env=cli_env).returncode == 0
     missing = run_cli("pools", "delete", "db", env=cli_env)
     assert missing.returncode == 2 and "no pool 'db'" in missing.stderr
+
+
+CAPPED = """
+import time
+from dagrun import DAG, task
+
+with DAG("capped", schedule=None, max_active_tasks=2):
+    @task(pool={pool})
+    def work():
+        time.sleep({seconds})
+
+    for _ in range(3):
+        work()
+"""
+
+
+def test_max_active_tasks_caps_a_dag_across_its_runs(store, dags_dir):
+    write_dag(dags_dir, "capped.py", CAPPED.format(pool=None, seconds=0))
+    queue_run(store, dags_dir, "capped", "first")
+    queue_run(store, dags_dir, "capped", "second")
+    first = claim(store)
+    assert len(first) == 2, "two of six queued task instances: the DAG's cap"
+    assert claim(store) == []
+    finish(store, first[:1])
+    assert len(claim(store)) == 1
+    with store.read() as conn:
+        assert reads.pool_rows(conn) == []
+
+
+def test_a_capped_task_in_a_pool_waits_for_both(store, dags_dir):
+    write_dag(dags_dir, "capped.py", CAPPED.format(pool='"db"', seconds=0))
+    with store.write() as conn:
+        pools.set_pool(conn, "db", 1, None)
+    queue_run(store, dags_dir, "capped")
+    first = claim(store)
+    assert len(first) == 1, "the pool has one slot, the cap two: one"
+    with store.write() as conn:
+        pools.set_pool(conn, "db", 5, None)
+    assert len(claim(store)) == 1, "now the cap of two holds"
+
+
+def test_a_dag_that_drops_its_cap_is_no_longer_limited(store, dags_dir):
+    write_dag(dags_dir, "capped.py", CAPPED.format(pool=None, seconds=0))
+    queue_run(store, dags_dir, "capped")
+    write_dag(
+        dags_dir,
+        "capped.py",
+        CAPPED.format(pool=None, seconds=0).replace(", max_active_tasks=2", ""),
+    )
+    queue_run(store, dags_dir, "capped", "second")  # syncs the file: the cap row goes
+    assert len(claim(store)) == 6
+
+
+def test_capped_attempts_never_exceed_the_cap_with_four_children(sqlite_store, dags_dir):
+    """Measured from the attempts' own recorded start and end times."""
+    write_dag(dags_dir, "capped.py", CAPPED.format(pool=None, seconds=0.3))
+    run, _ = run_once(sqlite_store, dags_dir, "capped", workers=4)
+    assert run.state == "success"
+    with sqlite_store.read() as conn:
+        spans = conn.execute(select(task_attempt.c.started_at, task_attempt.c.ended_at)).all()
+    assert len(spans) == 3
+    for span in spans:
+        overlapping = [
+            s for s in spans if s.started_at < span.ended_at and span.started_at < s.ended_at
+        ]
+        assert len(overlapping) <= 2, "more than max_active_tasks=2 attempts ran at once"

@@ -9,7 +9,7 @@ from sqlalchemy import func, select
 
 from dagrun.scheduler import Scheduler
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import attempts, registry
+from dagrun.store import attempts, manual, reads, registry
 from dagrun.store.attempts import Outcome
 from dagrun.store.schema import dag_run, task_instance
 from tests.helpers import write_dag
@@ -90,6 +90,27 @@ def test_catchup_true_creates_every_missed_interval(store, dags_dir):
     assert dates[0] == datetime(2026, 1, 30, tzinfo=UTC)
     assert dates[-1] == datetime(2026, 2, 28, tzinfo=UTC)
     assert len(set(dates)) == 30
+
+
+def test_catchup_false_never_builds_a_backlog_past_max_active_runs(store, dags_dir):
+    """A schedule faster than its runs: with catchup=False and one active run allowed, no
+    run is created while one is active, and the latest due one once it ends."""
+    daily_dag(dags_dir, start="2026-01-01", catchup=False, max_active=1)
+    clock = FakeClock(datetime(2026, 1, 10, 1, tzinfo=UTC))
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    assert run_states(store) == ["running"]
+    for day in range(11, 15):
+        clock.now = datetime(2026, 1, day, 1, tzinfo=UTC)
+        sched.tick()
+    assert run_states(store) == ["running"], "no backlog of waiting runs"
+    with store.write() as conn:
+        [pk] = conn.execute(select(dag_run.c.id)).scalars().all()
+        spec = reads.get_dag(conn, "daily").spec
+        manual.cancel_run(conn, spec, pk, clock.now)
+    sched.tick()
+    assert run_states(store) == ["failed", "running"]
+    assert logical_dates(store)[-1] == datetime(2026, 1, 13, tzinfo=UTC)
 
 
 def test_catchup_false_creates_only_the_latest(store, dags_dir):

@@ -67,11 +67,12 @@ def claim(
 ) -> list[Claim]:
     """Take up to ``limit`` queued task instances: running, leased to ``owner``, fence + 1.
 
-    Tasks without a pool first; then, for each pool with queued tasks, as many as its free
-    slots allow (``pools.claim_pooled``). ``known_runs`` (run pk -> row) is the caller's cache
-    of what a run's attempts need: that never changes after the run is created, so each run
-    is read once per worker. ``run_pks`` limits the claim to those runs' tasks (a driver
-    runs its own runs only).
+    Tasks without a pool or a DAG cap first; then, for each pool with queued tasks, as many
+    as its free slots allow (``pools.claim_pooled``); then the tasks of DAGs with
+    ``max_active_tasks`` within it (``pools.claim_capped``). ``known_runs`` (run pk -> row)
+    is the caller's cache of what a run's attempts need: that never changes after the run is
+    created, so each run is read once per worker. ``run_pks`` limits the claim to those
+    runs' tasks (a driver runs its own runs only).
     """
     scoped = run_pks is not None
     run_pks = sorted(run_pks or ())
@@ -84,6 +85,8 @@ def claim(
     rows = sql.rows(conn, statement, {**params, "b_limit": limit})
     if len(rows) < limit:
         rows += pools.claim_pooled(conn, limit - len(rows), params, scoped=scoped)
+    if len(rows) < limit:
+        rows += pools.claim_capped(conn, limit - len(rows), params, scoped=scoped)
     if not rows:
         return []
     sql.execute_many(

@@ -16,7 +16,7 @@ waits for a slot, as a cleared run does). The statements are in ``statements.py`
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -63,6 +63,23 @@ def cancel_run(conn: Connection, spec: DagSpec, run_pk: int, now: datetime) -> C
     if before.value in _FINISHED_RUN:
         return Change(before, before)
     return _end_run(conn, spec, run_pk, before, RunState.FAILED, "cancelled", now)
+
+
+def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
+    """Fail the DAG's runs still unfinished ``dagrun_timeout`` seconds after they started:
+    running attempts stopped as a cancel stops them, unstarted tasks skipped. Returns how
+    many."""
+    if spec.dagrun_timeout is None:
+        return 0
+    before = now - timedelta(seconds=spec.dagrun_timeout)
+    late = sql.scalars(conn, q.RUNS_STARTED_BEFORE, {"b_dag_id": spec.dag_id, "b_before": before})
+    reason = f"dagrun_timeout: the run was unfinished {spec.dagrun_timeout:g} s after it started"
+    ended = 0
+    for run_pk in late:
+        if _lock_run(conn, run_pk) == RunState.RUNNING:
+            _end_run(conn, spec, run_pk, RunState.RUNNING, RunState.FAILED, reason, now)
+            ended += 1
+    return ended
 
 
 def mark_run(

@@ -17,7 +17,7 @@ from sqlalchemy import Connection, bindparam, func, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
 from dagrun.spec import DagSpec, spec_from
-from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, RunType, TaskState
+from dagrun.states import ACTIVE_RUN_STATES, RunState, RunType, TaskState
 from dagrun.store import sql
 from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt
 from dagrun.store.schema import task_instance as ti
@@ -574,43 +574,3 @@ def pool_rows(conn: Connection) -> list[PoolRow]:
         )
         for name in sorted(created.keys() | named)
     ]
-
-
-# ---------------------------------------------------------------- health and metrics
-
-
-@dataclass(frozen=True)
-class Metrics:
-    """The numbers an operator alerts on, all from one snapshot."""
-
-    runs: dict[str, int]
-    task_instances: dict[str, int]
-    queued: int
-    oldest_queued_age: float
-    expired_leases: int
-    stale_completions: int
-
-
-def metrics(conn: Connection, now: datetime) -> Metrics:
-    """Counts by state (runs through their state index); every known state is present, zero
-    or not."""
-    runs_ = dict.fromkeys((s.value for s in RunState), 0) | _counts(conn, dag_run.c.state)
-    tis = dict.fromkeys((s.value for s in TaskState), 0) | _counts(conn, ti.c.state)
-    oldest = sql.scalar(conn, select(func.min(ti.c.queued_at)).where(in_state(TaskState.QUEUED)))
-    expired = sql.scalar(
-        conn,
-        select(func.count())
-        .select_from(ti)
-        .where(in_state(TaskState.RUNNING), ti.c.lease_until < now),
-    )
-    stale = sql.scalar(
-        conn,
-        select(func.count())
-        .select_from(task_attempt)
-        .where(
-            (task_attempt.c.outcome == AttemptOutcome.STALE.value)
-            | task_attempt.c.late_result.is_not(None)
-        ),
-    )
-    age = max(0.0, (now - oldest).total_seconds()) if oldest is not None else 0.0
-    return Metrics(runs_, tis, tis[TaskState.QUEUED.value], age, expired, stale)

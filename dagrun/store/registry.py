@@ -96,6 +96,15 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
             }
         )
     sql.execute_many(conn, q.UPSERT_DAGS, rows)
+    capped = [s for s in specs if s.max_active_tasks is not None]
+    sql.execute_many(
+        conn,
+        q.UPSERT_DAG_CAP,
+        [{"b_dag_id": s.dag_id, "b_max_active_tasks": s.max_active_tasks} for s in capped],
+    )
+    uncapped = [s.dag_id for s in specs if s.max_active_tasks is None]
+    if uncapped:
+        sql.execute(conn, q.DELETE_DAG_CAPS, {"b_dag_ids": uncapped})
 
 
 def forget_files(conn: Connection, paths: list[str]) -> None:

@@ -42,6 +42,7 @@ from dagrun.store.engine import WORK_CHANNEL, dialect_insert
 from dagrun.store.schema import (
     audit_log,
     dag,
+    dag_cap,
     dag_file,
     dag_run,
     in_state,
@@ -344,6 +345,16 @@ REEVALUATE_TASKS = Statement(
     )
     .values(state=TaskState.NONE.value, end_date=None),
 )
+RUNS_STARTED_BEFORE = Statement(
+    "A DAG's running runs that started before ``b_before`` (dagrun_timeout), in id order.",
+    select(dag_run.c.id)
+    .where(
+        dag_run.c.dag_id == _b("dag_id"),
+        dag_run.c.state == RunState.RUNNING.value,
+        dag_run.c.start_date < _b("before"),
+    )
+    .order_by(dag_run.c.id),
+)
 SET_RUN_STATE = Statement(
     "A run's state set by hand (cancel, mark) or recomputed after a mark, with its end, "
     "from the state read under its lock (``b_was``).",
@@ -369,12 +380,17 @@ INSERT_AUDIT = Statement(
 # ---------------------------------------------------------------- attempts: claim
 
 
-def _claim(pooled: bool, scoped: bool = False):
+def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
     """queued -> running for up to ``b_limit`` rows, highest priority first: leased to
     ``b_owner`` until ``b_until``, try + 1, fence + 1; ``scoped``: of the runs ``b_run_pks``
-    only."""
+    only; ``capped``: of the DAG ``b_dag_id``'s capped task instances (else uncapped ones)."""
     in_pool = ti.c.pool == _b("pool") if pooled else ti.c.pool.is_(None)
-    chosen = [in_state(TaskState.QUEUED), in_pool]
+    in_cap = (
+        and_(ti.c.capped.is_(True), ti.c.dag_id == _b("dag_id"))
+        if capped
+        else ti.c.capped.is_(False)
+    )
+    chosen = [in_state(TaskState.QUEUED), in_pool, in_cap]
     if scoped:
         chosen.append(ti.c.run_pk.in_(_many("run_pks")))
     picked = (
@@ -420,6 +436,22 @@ CLAIM_IN_RUNS = Statement(
 CLAIM_IN_POOL_IN_RUNS = Statement(
     "CLAIM_IN_POOL for the tasks of some runs only.",
     _claim(pooled=True, scoped=True),
+)
+CLAIM_CAPPED = Statement(
+    "CLAIM for one DAG's capped tasks outside pools, within its max_active_tasks.",
+    _claim(pooled=False, capped=True),
+)
+CLAIM_CAPPED_IN_POOL = Statement(
+    "CLAIM for one DAG's capped tasks of one pool, within both limits.",
+    _claim(pooled=True, capped=True),
+)
+CLAIM_CAPPED_IN_RUNS = Statement(
+    "CLAIM_CAPPED for the tasks of some runs only.",
+    _claim(pooled=False, scoped=True, capped=True),
+)
+CLAIM_CAPPED_IN_POOL_IN_RUNS = Statement(
+    "CLAIM_CAPPED_IN_POOL for the tasks of some runs only.",
+    _claim(pooled=True, scoped=True, capped=True),
 )
 INSERT_ATTEMPT = Statement(
     "Open an attempt in the history: who runs which try under which fence, since when.",
@@ -619,6 +651,32 @@ UPSERT_POOL = Statement(
 DELETE_POOL = Statement(
     "Delete a pool (its tasks then wait until it exists again).",
     delete(pool).where(pool.c.name == _b("name")),
+)
+QUEUED_CAPPED = Statement(
+    "The (DAG, pool) pairs of queued task instances counted against a DAG's max_active_tasks.",
+    select(ti.c.dag_id, ti.c.pool)
+    .where(in_state(TaskState.QUEUED), ti.c.capped.is_(True))
+    .distinct()
+    .order_by(ti.c.dag_id, ti.c.pool),
+)
+LOCK_DAG_CAP = Statement(
+    "Lock a DAG's cap row and read its max_active_tasks: its running tasks are counted under "
+    "it (a row only claims lock, so claiming never waits on the scheduler's DAG lock).",
+    select(dag_cap.c.max_active_tasks).where(dag_cap.c.dag_id == _b("dag_id")).with_for_update(),
+)
+RUNNING_IN_DAG = Statement(
+    "How many of a DAG's task instances are running.",
+    select(func.count())
+    .select_from(ti)
+    .where(ti.c.dag_id == _b("dag_id"), in_state(TaskState.RUNNING)),
+)
+UPSERT_DAG_CAP = Statement(
+    "Record a DAG's max_active_tasks.",
+    _upsert(dag_cap, "dag_id", ("max_active_tasks",)),
+)
+DELETE_DAG_CAPS = Statement(
+    "Forget the caps of DAGs that no longer have one.",
+    delete(dag_cap).where(dag_cap.c.dag_id.in_(_many("dag_ids"))),
 )
 MISSING_POOLS = Statement(
     "Pools that queued task instances name but nobody created.",

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from dagrun.store import reads
+from dagrun.store import metrics as store_metrics
 from dagrun.webapp.http import Request, Response
 
 if TYPE_CHECKING:
@@ -13,11 +13,11 @@ if TYPE_CHECKING:
 
 def metrics(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
-        found = reads.metrics(conn, site.store.now(conn))
+        found = store_metrics.metrics(conn, site.store.now(conn))
     return Response(metrics_text(found).encode(), "text/plain; version=0.0.4; charset=utf-8")
 
 
-def metrics_text(m: reads.Metrics) -> str:
+def metrics_text(m: store_metrics.Metrics) -> str:
     """The Prometheus text exposition format (version 0.0.4)."""
     lines: list[str] = []
 
@@ -25,11 +25,13 @@ def metrics_text(m: reads.Metrics) -> str:
         lines.extend([f"# HELP {name} {help_}", f"# TYPE {name} {kind}"])
         lines.extend(f"{name}{labels} {value:g}" for labels, value in samples)
 
-    def by_state(counts: dict[str, int]) -> list[tuple[str, float]]:
-        return [(f'{{state="{state}"}}', n) for state, n in sorted(counts.items())]
-
-    family("dagrun_runs", "gauge", "DAG runs by state.", by_state(m.runs))
-    family("dagrun_task_instances", "gauge", "Task instances by state.", by_state(m.task_instances))
+    family("dagrun_runs", "gauge", "DAG runs by state.", labelled(m.runs, "state"))
+    family(
+        "dagrun_task_instances",
+        "gauge",
+        "Task instances by state.",
+        labelled(m.task_instances, "state"),
+    )
     family("dagrun_queued_tasks", "gauge", "Task instances waiting for a worker.", [("", m.queued)])
     family(
         "dagrun_oldest_queued_task_age_seconds",
@@ -49,4 +51,67 @@ def metrics_text(m: reads.Metrics) -> str:
         "Completions rejected because the attempt had lost its lease.",
         [("", m.stale_completions)],
     )
+    family(
+        "dagrun_dag_runs",
+        "gauge",
+        "DAG runs by DAG and state.",
+        labelled(m.dag_runs, "dag_id", "state"),
+    )
+    family(
+        "dagrun_dag_task_instances",
+        "gauge",
+        "Task instances by DAG and state.",
+        labelled(m.dag_task_instances, "dag_id", "state"),
+    )
+    family(
+        "dagrun_scheduler_lag_seconds",
+        "gauge",
+        "Seconds between the due time of a DAG's latest scheduled run and its creation.",
+        labelled(m.scheduler_lag, "dag_id"),
+    )
+    family(
+        "dagrun_pool_oldest_queued_age_seconds",
+        "gauge",
+        'Seconds the oldest queued task instance of each pool has waited (pool="" for none).',
+        labelled(m.pool_oldest_queued_age, "pool"),
+    )
+    family(
+        "dagrun_pool_waiting_tasks",
+        "gauge",
+        "Queued task instances held back by a full (or missing) pool.",
+        labelled(m.pool_waiting, "pool"),
+    )
+    family(
+        "dagrun_max_active_tasks_waiting_tasks",
+        "gauge",
+        "Queued task instances held back by their DAG's max_active_tasks.",
+        labelled(m.cap_waiting, "dag_id"),
+    )
+    family(
+        "dagrun_depends_on_past_blocked_runs",
+        "gauge",
+        "Waiting runs held back because a previous run did not succeed (depends_on_past).",
+        labelled(m.blocked_on_past, "dag_id"),
+    )
+    family(
+        "dagrun_callbacks_total",
+        "counter",
+        "Callbacks and notifiers by DAG and state (pending, running, sent, failed).",
+        labelled(m.callbacks, "dag_id", "state"),
+    )
     return "\n".join(lines) + "\n"
+
+
+def labelled(values: dict, *names: str) -> list[tuple[str, float]]:
+    """Samples with labels: a key per sample (a tuple for several labels), values escaped
+    as the text format asks."""
+    samples = []
+    for key, value in sorted(values.items()):
+        parts = key if isinstance(key, tuple) else (key,)
+        text = ",".join(f'{n}="{_escape(str(v))}"' for n, v in zip(names, parts, strict=True))
+        samples.append((f"{{{text}}}", value))
+    return samples
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

@@ -1,0 +1,204 @@
+"""The numbers an operator alerts on, read from one snapshot for ``/metrics``.
+
+Lag and stuck work show here before users notice: how late the scheduler creates runs,
+how long the oldest queued task has waited in each pool, tasks held back by a full pool or
+a DAG's ``max_active_tasks``, runs blocked by ``depends_on_past``, callbacks that failed.
+Every label is a DAG id, a pool name or a state, so the number of series grows with the
+number of DAGs and pools, never with runs or task instances.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection, and_, func, select
+
+from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
+from dagrun.store import reads, runs, sql
+from dagrun.store.schema import (
+    callback,
+    dag_cap,
+    dag_run,
+    in_state,
+    pool,
+    task_attempt,
+)
+from dagrun.store.schema import task_instance as ti
+
+
+@dataclass(frozen=True)
+class Metrics:
+    runs: dict[str, int]
+    task_instances: dict[str, int]
+    queued: int
+    oldest_queued_age: float
+    expired_leases: int
+    stale_completions: int
+    #: (dag_id, state) -> count, for runs and for task instances.
+    dag_runs: dict[tuple[str, str], int] = field(default_factory=dict)
+    dag_task_instances: dict[tuple[str, str], int] = field(default_factory=dict)
+    #: dag_id -> seconds between its latest scheduled run's due time and its creation.
+    scheduler_lag: dict[str, float] = field(default_factory=dict)
+    #: pool ("" for none) -> seconds its oldest queued task instance has waited.
+    pool_oldest_queued_age: dict[str, float] = field(default_factory=dict)
+    #: pool -> queued task instances it holds back (it is full, or nobody created it).
+    pool_waiting: dict[str, int] = field(default_factory=dict)
+    #: dag_id -> queued task instances its max_active_tasks holds back.
+    cap_waiting: dict[str, int] = field(default_factory=dict)
+    #: dag_id -> waiting runs that wait on a previous run (depends_on_past).
+    blocked_on_past: dict[str, int] = field(default_factory=dict)
+    #: (dag_id, state) -> callbacks that were sent or failed.
+    callbacks: dict[tuple[str, str], int] = field(default_factory=dict)
+
+
+def metrics(conn: Connection, now: datetime) -> Metrics:
+    """Every metric from one read transaction; every known state is present, zero or not."""
+    runs_ = dict.fromkeys((s.value for s in RunState), 0) | _counts(conn, dag_run.c.state)
+    tis = dict.fromkeys((s.value for s in TaskState), 0) | _counts(conn, ti.c.state)
+    oldest = sql.scalar(conn, select(func.min(ti.c.queued_at)).where(in_state(TaskState.QUEUED)))
+    expired = sql.scalar(
+        conn,
+        select(func.count())
+        .select_from(ti)
+        .where(in_state(TaskState.RUNNING), ti.c.lease_until < now),
+    )
+    stale = sql.scalar(
+        conn,
+        select(func.count())
+        .select_from(task_attempt)
+        .where(
+            (task_attempt.c.outcome == AttemptOutcome.STALE.value)
+            | task_attempt.c.late_result.is_not(None)
+        ),
+    )
+    return Metrics(
+        runs=runs_,
+        task_instances=tis,
+        queued=tis[TaskState.QUEUED.value],
+        oldest_queued_age=_age(now, oldest),
+        expired_leases=expired,
+        stale_completions=stale,
+        dag_runs=_counts(conn, dag_run.c.dag_id, dag_run.c.state),
+        dag_task_instances=_counts(conn, ti.c.dag_id, ti.c.state),
+        scheduler_lag=_scheduler_lag(conn),
+        pool_oldest_queued_age=_pool_ages(conn, now),
+        pool_waiting=_pool_waiting(conn),
+        cap_waiting=_cap_waiting(conn),
+        blocked_on_past=_blocked_on_past(conn, now),
+        callbacks=_counts(conn, callback.c.dag_id, callback.c.state),
+    )
+
+
+def _counts(conn: Connection, *columns) -> dict:
+    """Rows by the values of ``columns`` (one column: by its value; more: by a tuple)."""
+    stmt = select(*columns, func.count()).group_by(*columns)
+    found = Counter()
+    for *key, n in sql.tuples(conn, stmt):
+        found[key[0] if len(key) == 1 else tuple(key)] = n
+    return dict(found)
+
+
+def _age(now: datetime, since: datetime | None) -> float:
+    return max(0.0, (now - since).total_seconds()) if since is not None else 0.0
+
+
+def _scheduler_lag(conn: Connection) -> dict[str, float]:
+    """Per DAG, its latest scheduled run's creation minus its due time (the end of its
+    data interval): how far behind the scheduler was when it made that run."""
+    scheduled = dag_run.c.run_type == RunType.SCHEDULED.value
+    latest = (
+        select(dag_run.c.dag_id, func.max(dag_run.c.logical_date).label("at"))
+        .where(scheduled)
+        .group_by(dag_run.c.dag_id)
+        .subquery()
+    )
+    stmt = select(dag_run.c.dag_id, dag_run.c.created_at, dag_run.c.data_interval_end).join(
+        latest,
+        and_(dag_run.c.dag_id == latest.c.dag_id, dag_run.c.logical_date == latest.c.at),
+    )
+    return {
+        dag_id: _age(created, due)
+        for dag_id, created, due in sql.tuples(conn, stmt.where(scheduled))
+    }
+
+
+def _pool_ages(conn: Connection, now: datetime) -> dict[str, float]:
+    stmt = (
+        select(ti.c.pool, func.min(ti.c.queued_at))
+        .where(in_state(TaskState.QUEUED))
+        .group_by(ti.c.pool)
+    )
+    return {name or "": _age(now, oldest) for name, oldest in sql.tuples(conn, stmt)}
+
+
+def _pool_waiting(conn: Connection) -> dict[str, int]:
+    """Queued task instances of pools that are full or missing: they wait on the pool."""
+    queued = dict(
+        sql.tuples(
+            conn,
+            select(ti.c.pool, func.count())
+            .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
+            .group_by(ti.c.pool),
+        )
+    )
+    if not queued:
+        return {}
+    running = dict(
+        sql.tuples(
+            conn,
+            select(ti.c.pool, func.count())
+            .where(in_state(TaskState.RUNNING), ti.c.pool.in_(list(queued)))
+            .group_by(ti.c.pool),
+        )
+    )
+    slots = dict(sql.tuples(conn, select(pool.c.name, pool.c.slots)))
+    return {
+        name: n
+        for name, n in queued.items()
+        if name not in slots or running.get(name, 0) >= slots[name]
+    }
+
+
+def _cap_waiting(conn: Connection) -> dict[str, int]:
+    """Queued task instances of DAGs whose max_active_tasks are all running."""
+    queued = dict(
+        sql.tuples(
+            conn,
+            select(ti.c.dag_id, func.count())
+            .where(in_state(TaskState.QUEUED), ti.c.capped.is_(True))
+            .group_by(ti.c.dag_id),
+        )
+    )
+    if not queued:
+        return {}
+    caps = dict(sql.tuples(conn, select(dag_cap.c.dag_id, dag_cap.c.max_active_tasks)))
+    running = dict(
+        sql.tuples(
+            conn,
+            select(ti.c.dag_id, func.count())
+            .where(in_state(TaskState.RUNNING), ti.c.dag_id.in_(list(queued)))
+            .group_by(ti.c.dag_id),
+        )
+    )
+    return {
+        dag_id: n
+        for dag_id, n in queued.items()
+        if dag_id in caps and running.get(dag_id, 0) >= caps[dag_id]
+    }
+
+
+def _blocked_on_past(conn: Connection, now: datetime) -> dict[str, int]:
+    """Per DAG with depends_on_past tasks: its waiting runs, when the next one may not be
+    admitted because the run before it has not succeeded (admission takes them one at a
+    time, so one blocked run holds back all that follow)."""
+    found = {}
+    for row in reads.active_dags(conn):
+        spec = row.spec
+        if not any(t.depends_on_past for t in spec.tasks):
+            continue
+        waiting = runs.count_waiting_runs(conn, spec.dag_id, now)
+        if waiting and not runs.admissible(conn, spec, 1, now):
+            found[spec.dag_id] = waiting
+    return found
