@@ -1,0 +1,117 @@
+"""Run limits with a real ``dagrun scheduler``: a bounded backlog without catchup, and
+``dagrun_timeout`` failing a run and stopping its attempt's processes. Measured from what
+the store recorded, waited on with deadlines."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+from sqlalchemy import func, select
+
+from dagrun.store import Store
+from dagrun.store.schema import dag_run, task_attempt
+from tests.helpers import start_cli, stop_process, wait_until, write_dag
+
+pytestmark = pytest.mark.slow
+
+# A run every 2 s whose task takes 4 s: without a bound, waiting runs pile up.
+FAST_SCHEDULE = """
+import time
+from datetime import timedelta
+from dagrun import DAG, task
+
+with DAG("fast", schedule=timedelta(seconds=2), start_date="2026-01-01",
+         catchup=False, max_active_runs=1):
+    @task
+    def slow():
+        time.sleep(4)
+
+    slow()
+"""
+
+# A run that may last 3 s whose shell sleeps for a minute, writing its pid first.
+TIMED_OUT = """
+from dagrun import DAG, BashTask
+
+with DAG("overdue", schedule=None, dagrun_timeout=3):
+    BashTask("hang", command="echo $$ > {pid_file}; sleep 60") >> BashTask("after", command="true")
+"""
+
+
+@pytest.fixture
+def store(cli_env: dict[str, str]):
+    Path(cli_env["DAGRUN_HOME"]).mkdir(parents=True, exist_ok=True)
+    s = Store(cli_env["DAGRUN_DB_URL"])
+    yield s
+    s.dispose()
+
+
+def scheduler(env: dict[str, str], tmp_path: Path):
+    return start_cli(
+        "scheduler", "--workers", "2", "--poll", "0.2", env=env, log=tmp_path / "scheduler.log"
+    )
+
+
+def states(store: Store) -> list[str]:
+    with store.read() as conn:
+        return list(conn.execute(select(dag_run.c.state).order_by(dag_run.c.id)).scalars())
+
+
+def test_without_catchup_the_backlog_never_grows_past_max_active_runs(
+    cli_env, dags_dir, store, tmp_path
+):
+    write_dag(dags_dir, "fast.py", FAST_SCHEDULE)
+    process = scheduler(cli_env, tmp_path)
+    seen: list[list[str]] = []
+    try:
+
+        def two_runs_done() -> bool:
+            now = states(store)
+            seen.append(now)
+            return now.count("success") >= 2
+
+        wait_until(two_runs_done, 60, interval=0.1, what="two runs of the fast DAG to succeed")
+    finally:
+        stop_process(process)
+    assert seen and all(
+        s.count("waiting") + s.count("queued") + s.count("running") <= 1 for s in seen
+    ), seen
+    with store.read() as conn:
+        created = conn.execute(select(func.count()).select_from(dag_run)).scalar_one()
+    assert created <= 3, f"{created} runs for ~10 s of a 2 s schedule whose runs take 4 s"
+
+
+def test_a_run_past_its_dagrun_timeout_fails_and_its_shell_is_stopped(
+    cli_env, dags_dir, store, tmp_path
+):
+    pid_file = tmp_path / "hang.pid"
+    write_dag(dags_dir, "overdue.py", TIMED_OUT.format(pid_file=pid_file))
+    process = scheduler(cli_env, tmp_path)
+    try:
+        assert (
+            start_cli(
+                "trigger", "overdue", "--run-id", "r", env=cli_env, log=tmp_path / "t.log"
+            ).wait(30)
+            == 0
+        )
+        wait_until(lambda: states(store) == ["failed"], 30, what="the run to time out")
+        pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 5))
+
+        def gone() -> bool:
+            try:
+                os.kill(pid, 0)
+            except ProcessLookupError:
+                return True
+            return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
+
+        wait_until(gone, 15, what="the timed-out attempt's shell to be stopped")
+    finally:
+        stop_process(process)
+    with store.read() as conn:
+        rows = conn.execute(
+            select(task_attempt.c.task_id, task_attempt.c.outcome, task_attempt.c.error)
+        ).all()
+    assert [(r.task_id, r.outcome) for r in rows] == [("hang", "failed")]
+    assert "dagrun_timeout" in rows[0].error
