@@ -12,7 +12,7 @@ from sqlalchemy import func, select
 
 from dagrun.store import Store
 from dagrun.store.schema import dag_run, task_attempt
-from tests.helpers import start_cli, stop_process, wait_until, write_dag
+from tests.helpers import queue_run, start_cli, stop_process, wait_until, write_dag
 
 pytestmark = pytest.mark.slow
 
@@ -37,6 +37,21 @@ from dagrun import DAG, BashTask
 
 with DAG("overdue", schedule=None, dagrun_timeout=3):
     BashTask("hang", command="echo $$ > {pid_file}; sleep 60") >> BashTask("after", command="true")
+"""
+
+
+# Eight half-second tasks of a DAG that lets two run at once.
+CAPPED = """
+import time
+from dagrun import DAG, task
+
+with DAG("capped", schedule=None, max_active_tasks=2):
+    @task
+    def work():
+        time.sleep(0.5)
+
+    for _ in range(8):
+        work()
 """
 
 
@@ -97,6 +112,9 @@ def test_a_run_past_its_dagrun_timeout_fails_and_its_shell_is_stopped(
             == 0
         )
         wait_until(lambda: states(store) == ["failed"], 30, what="the run to time out")
+        with store.read() as conn:
+            run = conn.execute(select(dag_run.c.start_date, dag_run.c.end_date)).one()
+        assert 3 <= (run.end_date - run.start_date).total_seconds() < 10
         pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 5))
 
         def gone() -> bool:
@@ -115,3 +133,36 @@ def test_a_run_past_its_dagrun_timeout_fails_and_its_shell_is_stopped(
         ).all()
     assert [(r.task_id, r.outcome) for r in rows] == [("hang", "failed")]
     assert "dagrun_timeout" in rows[0].error
+
+
+def test_max_active_tasks_holds_across_two_workers(db_url, dags_dir, tmp_path):
+    """Two `dagrun worker` processes with two children each, on their own connections:
+    never more than the cap at once, by the attempts' own recorded starts and ends."""
+    store = Store(db_url)
+    write_dag(dags_dir, "capped.py", CAPPED)
+    run_pk = queue_run(store, dags_dir, "capped")
+    env = {"DAGRUN_DB_URL": db_url, "DAGRUN_HOME": str(tmp_path / "home")}
+    workers = [
+        start_cli("worker", "-c", "2", "--poll", "0.1", env=env, log=tmp_path / f"w{i}.log")
+        for i in range(2)
+    ]
+    try:
+
+        def all_done() -> bool:
+            with store.read() as conn:
+                stmt = select(dag_run.c.state).where(dag_run.c.id == run_pk)
+                return conn.execute(stmt).scalar_one() == "success"
+
+        wait_until(all_done, 60, what="the capped run to finish")
+        with store.read() as conn:
+            spans = conn.execute(select(task_attempt.c.started_at, task_attempt.c.ended_at)).all()
+    finally:
+        for process in workers:
+            stop_process(process)
+        store.dispose()
+    assert len(spans) == 8
+    for span in spans:
+        at_once = [
+            s for s in spans if s.started_at < span.ended_at and span.started_at < s.ended_at
+        ]
+        assert len(at_once) <= 2, "more than max_active_tasks=2 attempts overlapped"
