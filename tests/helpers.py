@@ -191,3 +191,14 @@ def attempt_request(path: Path, task_id: str, log_dir: Path | None, dag_id: str,
         log_dir=str(log_dir) if log_dir else None,
         **fields,
     )
+
+
+def most_at_once(spans) -> int:
+    """The most (start, end) spans open at one instant: a sweep over their ends (an end and
+    a start at the same instant do not overlap)."""
+    events = sorted([(end, -1) for _, end in spans] + [(start, 1) for start, _ in spans])
+    most = current = 0
+    for _, change in events:
+        current += change
+        most = max(most, current)
+    return most
