@@ -35,6 +35,7 @@ from multiprocessing.connection import Connection
 from typing import Any
 
 from dagrun import logfiles, processes
+from dagrun.callback_runner import CallbackRequest, execute_callback
 from dagrun.logfiles import LogRange
 from dagrun.runner import AttemptRequest, AttemptResult, DagCache, execute, one_line
 from dagrun.states import AttemptOutcome
@@ -51,9 +52,10 @@ LOST_BEFORE_START_LIMIT = 2
 class Job:
     """An attempt handed to a child, with what the worker needs to record its end."""
 
-    request: AttemptRequest
+    request: AttemptRequest | CallbackRequest
     timeout: float | None
     payload: Any = None
+    timeout_name: str = "execution_timeout"  # what a timeout is said to come from
     started: float = 0.0
     ended: float = 0.0
     pgids: list[int] = field(default_factory=list)
@@ -90,7 +92,7 @@ class Child:
         self._received += chunk
         return read_frames(self._received)
 
-    def send(self, requests: list[AttemptRequest]) -> None:
+    def send(self, requests: list[AttemptRequest | CallbackRequest]) -> None:
         """Hand the child attempts; a child that cannot take them (it died, it closed its
         pipe) is marked broken, and the next ``collect`` replaces it."""
         try:
@@ -190,9 +192,9 @@ def child_main(conn) -> None:
                 return
 
 
-def _attempt(request: AttemptRequest, cache: DagCache, conn) -> AttemptResult:
-    """One attempt; whatever goes wrong around it becomes its result, never this child's
-    end (the worker would only see a child that died)."""
+def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -> AttemptResult:
+    """One attempt (or callback event); whatever goes wrong around it becomes its result,
+    never this child's end (the worker would only see a child that died)."""
     _attempt_groups.clear()
 
     def started_group(pgid: int) -> None:
@@ -200,6 +202,8 @@ def _attempt(request: AttemptRequest, cache: DagCache, conn) -> AttemptResult:
         conn.send(("pgid", pgid))
 
     try:
+        if isinstance(request, CallbackRequest):
+            return execute_callback(request, cache)
         return execute(request, cache, started_group)
     except BaseException as exc:
         return AttemptResult(AttemptOutcome.CRASHED, f"worker child failed: {one_line(exc)}")
@@ -313,7 +317,8 @@ class Pool:
         for child in self.busy():
             deadline = child.job.deadline
             if deadline is not None and now >= deadline:
-                reason = f"timed out after {child.job.timeout:g} s (execution_timeout); killed"
+                job = child.job
+                reason = f"timed out after {job.timeout:g} s ({job.timeout_name}); killed"
                 ended.extend(self._replace(child, reason, AttemptOutcome.TIMED_OUT))
         return ended
 
@@ -365,14 +370,8 @@ class Pool:
         tail = None
         if self.log_dir is not None:
             tail = logfiles.tail_of(self.log_dir, child.process.pid, child.last_log)
-        request = job.request
         log.warning(
-            "worker child %d %s during %s.%s try %d; replaced",
-            child.process.pid,
-            reason,
-            request.dag_id,
-            request.task_id,
-            request.try_number,
+            "worker child %d %s during %s; replaced", child.process.pid, reason, job.request.label
         )
         started = self.log_dir is None or (tail is not None and tail.length > 0)
         if outcome == AttemptOutcome.CRASHED and not started:

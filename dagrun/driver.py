@@ -26,7 +26,7 @@ from dagrun.errors import StoreError
 from dagrun.progress import Progress
 from dagrun.spec import DagSpec
 from dagrun.states import RunState
-from dagrun.store import Store, manual, pools, reads, registry, runs
+from dagrun.store import Store, callbacks, manual, pools, reads, registry, runs
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import Backoff
 from dagrun.worker import Worker, WorkerOptions, WorkerStats
@@ -76,7 +76,11 @@ class RunDriver:
         self.watch_interval = watch_interval
         self.specs = registry.SpecCache()
         self.worker = Worker(
-            store, self.options, on_commit=self._after_commit, scope=self._running_runs
+            store,
+            self.options,
+            on_commit=self._after_commit,
+            scope=self._running_runs,
+            callback_scope=lambda: self.run_pks,
         )
         self._running: set[int] = set()
         self._running_lock = threading.Lock()
@@ -134,12 +138,18 @@ class RunDriver:
 
     def _after_commit(self, conn: Connection, completion: Completion, now: datetime) -> None:
         """The worker's commit hook: runs ended, so admit the next ones; stop when all are
-        done."""
+        done, their callbacks included."""
         self._note_running([], completion.finished_runs)
         self._admit(conn, now)
-        if reads.all_finished(conn, self.run_pks):
+        if self._all_done(conn):
             self._finished = True
             self.worker.stop()
+
+    def _all_done(self, conn: Connection) -> bool:
+        """Every run ended, and every callback event of them delivered (or failed)."""
+        return reads.all_finished(conn, self.run_pks) and not callbacks.outstanding(
+            conn, self.run_pks
+        )
 
     def _watch(self) -> None:
         backoff = Backoff()
@@ -173,8 +183,9 @@ class RunDriver:
             self._warn_missing_pools(pools.missing_pools(conn))
         with self.store.read() as conn:
             self._note_running(reads.runs_in_state(conn, self.run_pks, RunState.RUNNING))
-            self._finished = reads.all_finished(conn, self.run_pks)
-            self._stuck = [] if self._finished else self._find_stuck(conn)
+            ended = reads.all_finished(conn, self.run_pks)
+            self._finished = ended and self._all_done(conn)
+            self._stuck = [] if ended else self._find_stuck(conn)
         if self._finished or self._stuck:
             self.worker.stop()
         if self.progress is not None and self.progress.due():

@@ -61,6 +61,11 @@ class AttemptRequest:
     log_dir: str | None = None
     db_url: str | None = None
 
+    @property
+    def label(self) -> str:
+        """What the worker's log calls it."""
+        return f"{self.dag_id}.{self.task_id} try {self.try_number}"
+
     def context(self) -> TaskContext:
         return make_context(
             dag_id=self.dag_id,
@@ -99,14 +104,22 @@ class DagCache:
         self._files: dict[str, tuple[tuple[int, int], dict[str, DAG]]] = {}
 
     def task(self, fileloc: str, dag_id: str, task_id: str, db_url: str | None = None) -> Task:
+        return self._find(fileloc, db_url, lambda dags: _task_of(dags, fileloc, dag_id, task_id))
+
+    def dag(self, fileloc: str, dag_id: str, db_url: str | None = None) -> DAG:
+        return self._find(fileloc, db_url, lambda dags: _dag_of(dags, fileloc, dag_id))
+
+    def _find(self, fileloc: str, db_url: str | None, find: Callable[[dict[str, DAG]], Any]) -> Any:
+        """What ``find`` picks from the file's DAGs: as the file is now, or as its last good
+        version when it no longer imports or no longer has what is wanted."""
         try:
-            return _task_of(self._dags(fileloc), fileloc, dag_id, task_id)
+            return find(self._dags(fileloc))
         except Exception as exc:
             source = _good_source(db_url, fileloc)
             if source is None:
                 raise
-            _note("WARNING", f"{fileloc} fails ({one_line(exc)}); running its last good version")
-            return _task_of(self._last_good(fileloc, source), fileloc, dag_id, task_id)
+            note("WARNING", f"{fileloc} fails ({one_line(exc)}); running its last good version")
+            return find(self._last_good(fileloc, source))
 
     def _dags(self, fileloc: str) -> dict[str, DAG]:
         st = os.stat(fileloc)
@@ -126,10 +139,15 @@ class DagCache:
         return cached[1]
 
 
-def _task_of(dags: dict[str, DAG], fileloc: str, dag_id: str, task_id: str) -> Task:
+def _dag_of(dags: dict[str, DAG], fileloc: str, dag_id: str) -> DAG:
     dag = dags.get(dag_id)
     if dag is None:
         raise LookupError(f"{fileloc} no longer defines DAG '{dag_id}'")
+    return dag
+
+
+def _task_of(dags: dict[str, DAG], fileloc: str, dag_id: str, task_id: str) -> Task:
+    dag = _dag_of(dags, fileloc, dag_id)
     if task_id not in dag.tasks:
         raise LookupError(f"DAG '{dag_id}' no longer has task '{task_id}'")
     return dag.tasks[task_id]
@@ -156,7 +174,7 @@ def execute(
     context = request.context()
     set_current(context)
     try:
-        with _captured(request.log_dir) as log:
+        with captured(request.log_dir) as log:
             result = _run_logged(request, context, cache, on_process_group)
     except OSError as exc:  # the log itself: its folder full, read-only, removed
         reason = f"{log_folder_problem(exc)}: {exc.strerror or exc} ({request.log_dir})"
@@ -178,7 +196,7 @@ def _run_logged(
     cache: DagCache,
     on_process_group: Callable[[int], None] | None,
 ) -> AttemptResult:
-    _note(
+    note(
         "INFO",
         f"attempt {request.try_number} of {request.dag_id}.{request.task_id} for "
         f"{context.logical_date.isoformat()} (fence {request.fence_token})",
@@ -188,12 +206,12 @@ def _run_logged(
             value = _run_task(request, context, cache, on_process_group)
         encoded = _encode(value)
     except NonRetryableError as exc:
-        _note("ERROR", f"non-retryable failure:\n{traceback.format_exc()}")
+        note("ERROR", f"non-retryable failure:\n{traceback.format_exc()}")
         return AttemptResult(AttemptOutcome.NON_RETRYABLE, one_line(exc))
     except BaseException as exc:  # a task may raise anything; only its attempt fails
-        _note("ERROR", f"failed:\n{traceback.format_exc()}")
+        note("ERROR", f"failed:\n{traceback.format_exc()}")
         return AttemptResult(AttemptOutcome.FAILED, one_line(exc))
-    _note("INFO", "success")
+    note("INFO", "success")
     return AttemptResult(AttemptOutcome.SUCCESS, return_value=encoded)
 
 
@@ -208,7 +226,7 @@ def log_folder_problem(exc: OSError) -> str:
     }.get(exc.errno, "log folder unusable")
 
 
-def _note(level: str, message: str) -> None:
+def note(level: str, message: str) -> None:
     """dagrun's own lines in the attempt log, in the logging format but without its cost
     (this runs twice per attempt, and small tasks are many)."""
     now = time.time()
@@ -392,7 +410,7 @@ def _run_bash(
 
 
 @contextlib.contextmanager
-def _captured(log_dir: str | None) -> Iterator[list[LogRange]]:
+def captured(log_dir: str | None) -> Iterator[list[LogRange]]:
     """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to this process's
     log segment under ``log_dir``, then restore them all (the child runs many attempts).
     The list it yields holds the attempt's range of the segment once the block is over."""

@@ -86,6 +86,12 @@ class DagSpec:
     def task_map(self) -> dict[str, TaskSpec]:
         return {t.task_id: t for t in self.tasks}
 
+    @cached_property
+    def has_task_callbacks(self) -> bool:
+        """Whether any task has a callback: a group commit looks no further into the
+        outcomes of a DAG without one."""
+        return any(t.callbacks for t in self.tasks)
+
     def next_logical_date(self, cursor: datetime | None, now: datetime) -> datetime | None:
         """The next logical date the scheduler will create: after its cursor (or from the
         start date), but with catchup=False the latest complete interval when some were missed.

@@ -34,14 +34,16 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
+from dagrun.callback_runner import CallbackRequest
 from dagrun.children import Job, Pool
 from dagrun.errors import StoreError
 from dagrun.leases import LeaseKeeper
 from dagrun.runner import AttemptRequest, AttemptResult
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome
-from dagrun.store import Store, attempts, registry
+from dagrun.store import Store, attempts, callbacks, registry
 from dagrun.store.attempts import Claim, Completion, Outcome
+from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.engine import Listener, dagrun_home
 from dagrun.store.outage import Backoff
 
@@ -88,6 +90,8 @@ class WorkerOptions:
     short_task: float = 0.05
     #: How long a shell attempt an operator stopped (cancel, mark) has after SIGTERM.
     stop_grace: float = 10.0
+    #: How long one event's callbacks may run before they are killed.
+    callback_timeout: float = float(os.environ.get("DAGRUN_CALLBACK_TIMEOUT", "30"))
 
 
 class Worker:
@@ -100,12 +104,14 @@ class Worker:
         *,
         on_commit: CommitHook | None = None,
         scope: Callable[[], Collection[int]] | None = None,
+        callback_scope: Callable[[], Collection[int]] | None = None,
     ):
         self.store = store
         self.options = options or WorkerOptions()
         self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
         self.on_commit = on_commit
         self.scope = scope
+        self.callback_scope = callback_scope or scope
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
         self.leases = LeaseKeeper(
@@ -137,6 +143,7 @@ class Worker:
         self._backoff = Backoff()
         self._retry_at = 0.0
         self._infra_seen: set[str] = set()
+        self._callbacks_due = 0.0  # when to look for other processes' callback events
 
     # ------------------------------------------------------------ control, from any thread
 
@@ -236,11 +243,11 @@ class Worker:
             taken, self._taken = self._taken, set()
         if not taken:
             return
-        kept = [job for job in self._buffer if _lease(job) not in taken]
+        kept = [job for job in self._buffer if _lease(job) not in taken or _is_callback(job)]
         dropped = len(self._buffer) - len(kept)
         self._buffer = deque(kept)
         for job in pool.jobs():
-            job.taken = job.taken or _lease(job) in taken
+            job.taken = job.taken or (not _is_callback(job) and _lease(job) in taken)
         log.info(
             "stopping %d attempt(s) an operator cancelled or marked (%d not started yet)",
             len(taken),
@@ -344,15 +351,17 @@ class Worker:
         recorded at a later turn, after a backoff, while the children run on. Claiming
         stops meanwhile. Past the outage limit the worker gives up (``OutageTooLong``).
         """
-        finished, self._finished = self._finished, []
+        everything, self._finished = self._finished, []
+        finished = [(job, result) for job, result in everything if not _is_callback(job)]
+        delivered = [_delivery(job, result) for job, result in everything if _is_callback(job)]
         outcomes = [_outcome(job, result) for job, result in finished]
         ended = [_lease(j) for j, _ in finished]
         self.leases.forget(ended)  # before the commit: a lease is never "lost" by ending
         try:
-            completion, claims, jobs = self._commit(pool, outcomes)
+            completion, claims, jobs = self._commit(pool, outcomes, delivered)
         except StoreError as exc:
             self.leases.hold(ended)
-            self._finished = finished + self._finished
+            self._finished = everything + self._finished
             self._retry_at = time.monotonic() + self._backoff.next()
             if self.store.health is not None:
                 self.store.health.check()
@@ -361,19 +370,23 @@ class Worker:
             return
         self._backoff.reset()
         self._learn(finished)
-        self.leases.hold([_lease(j) for j in jobs])
-        self._buffer.extend(jobs)
+        calls = [job for job in jobs if _is_callback(job)]
+        attempts_ = [job for job in jobs if not _is_callback(job)]
+        self.leases.hold([_lease(j) for j in attempts_])
+        self._buffer.extendleft(reversed(calls))  # first: a child is kept free for them
+        self._buffer.extend(attempts_)
         self.stats.claimed += len(claims)
         self.stats.add(completion)
         self._report(completion)
 
-    def _commit(self, pool: Pool, outcomes: list[Outcome]):
+    def _commit(self, pool: Pool, outcomes: list[Outcome], delivered: list[CallbackEnd]):
         with self.store.write() as conn:
             now = self.store.now(conn)
             spec_for = self.specs.bound(conn)
             completion = attempts.complete(
                 conn, self.owner, outcomes, spec_for, now, self.options.infra_budget
             )
+            callbacks.finish(conn, self.owner, delivered, now)
             if completion.finished_runs and self.on_commit is not None:
                 self.on_commit(conn, completion, now)
             room = 0 if self._stopping else self._room(pool)
@@ -387,7 +400,27 @@ class Worker:
                 None if self.scope is None else self.scope(),
             )
             jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
+            calls = self._claim_callbacks(conn, pool, completion, now)
+            jobs += [self._callback_job(c, spec_for(c.dag_id)) for c in calls]
         return completion, claims, jobs
+
+    def _claim_callbacks(
+        self, conn: Connection, pool: Pool, completion: Completion, now: datetime
+    ) -> list[CallbackClaim]:
+        """Take pending callback events for the idle children: at once when this commit
+        wrote some, else at most once a poll interval (other processes write them too).
+        Held for their time limit and a lease's margin, and never extended: a child is free
+        for each, so each starts at once."""
+        if self._stopping or not (completion.callbacks or time.monotonic() >= self._callbacks_due):
+            return []
+        idle = sum(1 for child in pool.children if not child.inbox)
+        room = max(0, idle - sum(1 for job in self._buffer if _is_callback(job)))
+        hold = self.options.callback_timeout + self.options.lease_seconds
+        scope = None if self.callback_scope is None else self.callback_scope()
+        calls = callbacks.claim(conn, self.owner, room, hold, now, scope)
+        more = room > 0 and len(calls) == room  # maybe more pending: look at the next commit
+        self._callbacks_due = 0.0 if more else time.monotonic() + self.options.poll_interval
+        return calls
 
     def _report(self, completion: Completion) -> None:
         """One line per stale result, and one per kind of infrastructure failure."""
@@ -432,6 +465,33 @@ class Worker:
         short = self._is_short(claim.dag_id, claim.task_id)
         return Job(request, task.execution_timeout, payload=claim, short=short)
 
+    def _callback_job(self, claim: CallbackClaim, spec: DagSpec) -> Job:
+        request = CallbackRequest(
+            id=claim.id,
+            event=claim.event,
+            dag_id=claim.dag_id,
+            task_id=claim.task_id,
+            fileloc=spec.fileloc,
+            timezone=spec.timezone,
+            run_id=claim.run_id,
+            logical_date=claim.logical_date,
+            data_interval_start=claim.data_interval_start,
+            data_interval_end=claim.data_interval_end,
+            try_number=claim.try_number,
+            fence_token=claim.fence_token,
+            ti_id=claim.ti_id,
+            error=claim.error,
+            conf=claim.conf,
+            log_dir=str(self.options.log_dir),
+            db_url=self.store.url,
+        )
+        return Job(
+            request,
+            self.options.callback_timeout,
+            payload=claim,
+            timeout_name="DAGRUN_CALLBACK_TIMEOUT",
+        )
+
     def _dispatch(self, pool: Pool) -> None:
         """Start buffered attempts, unless the last commit failed (the database may be
         away: nothing new starts whose lease could not be kept)."""
@@ -457,19 +517,29 @@ class Worker:
                 self._step(pool)
         killed = pool.kill_busy()
         if killed and self._fatal is None:
-            self._release([_lease(j) for j in killed], "worker stopped: grace period over")
+            self._release(killed, "worker stopped: grace period over")
 
     def _release_buffer(self) -> None:
         if self._buffer and self._fatal is None:
-            self._release([_lease(j) for j in self._buffer], "worker stopping before start")
+            self._release(list(self._buffer), "worker stopping before start")
         self._buffer.clear()
 
-    def _release(self, leases: list[tuple[int, int]], reason: str) -> None:
-        if not leases:
+    def _release(self, jobs: list[Job], reason: str) -> None:
+        """Give claims back: attempts to the queue, callback events not started to the
+        outbox; a callback killed while it ran ends failed (it may have fired)."""
+        leases = [_lease(j) for j in jobs if not _is_callback(j)]
+        calls = [j.payload.id for j in jobs if _is_callback(j) and not j.started]
+        killed = [
+            CallbackEnd(j.payload.id, False, reason) for j in jobs if _is_callback(j) and j.started
+        ]
+        if not (leases or calls or killed):
             return
         try:
             with self.store.write() as conn:
-                count = attempts.release(conn, self.owner, leases, self.store.now(conn), reason)
+                now = self.store.now(conn)
+                count = attempts.release(conn, self.owner, leases, now, reason)
+                callbacks.release(conn, self.owner, calls)
+                callbacks.finish(conn, self.owner, killed, now)
         except StoreError as exc:
             log.warning(
                 "could not release %d task instance(s); their leases expire: %s", len(leases), exc
@@ -477,11 +547,22 @@ class Worker:
             return
         self.leases.forget(leases)
         self.stats.released += count
-        log.info("released %d task instance(s) back to the queue", count)
+        if count:
+            log.info("released %d task instance(s) back to the queue", count)
 
 
 def _lease(job: Job) -> tuple[int, int]:
     return job.payload.ti_id, job.payload.fence_token
+
+
+def _is_callback(job: Job) -> bool:
+    return isinstance(job.payload, CallbackClaim)
+
+
+def _delivery(job: Job, result: AttemptResult) -> CallbackEnd:
+    """How a callback job ended, for the outbox."""
+    sent = result.outcome == AttemptOutcome.SUCCESS
+    return CallbackEnd(job.payload.id, sent, None if sent else result.error, result.log)
 
 
 def _outcome(job: Job, result: AttemptResult) -> Outcome:

@@ -594,7 +594,7 @@ def outcome(c: attempts.Claim, result=AttemptOutcome.SUCCESS, fence=None, **kw):
         task_id=c.task_id,
         fence_token=c.fence_token if fence is None else fence,
         outcome=result,
-        **kw,
+        **{"try_number": c.try_number, **kw},
     )
 
 

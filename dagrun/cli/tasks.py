@@ -14,7 +14,7 @@ from dagrun.parser import import_file
 from dagrun.runner import AttemptRequest, DagCache, execute
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import audit, manual, reads
+from dagrun.store import audit, callbacks, manual, reads
 from dagrun.store.runs import run_id_for
 from dagrun.timetable import DataInterval
 from dagrun.triggers import evaluate
@@ -251,7 +251,7 @@ def logs(
     run_id: str | None,
     try_number: int | None,
 ) -> None:
-    """Print an attempt's log (of the run at DATE, or --run-id)."""
+    """Print an attempt's log (of the run at DATE, or --run-id), then its callbacks' logs."""
     spec = app.spec(dag_id)
     with app.store.read() as conn:
         run = pick_run(conn, spec, run_id, date)
@@ -274,6 +274,19 @@ def logs(
         raise UsageError(f"the log of try {attempt.try_number} is not on this host ({path})")
     text, _ = logfiles.read(str(path), attempt.log_offset, attempt.log_length)
     _echo_log(text, attempt.try_number)
+    with app.store.read() as conn:
+        fired = callbacks.of_attempt(conn, ti.id, attempt.fence_token)
+    for call in fired:
+        _echo_callback(call)
+
+
+def _echo_callback(call) -> None:
+    """A callback the attempt fired: how it ended, then its log (if on this host)."""
+    reason = f" ({call.outcome_error})" if call.outcome_error else ""
+    click.echo(f"# {call.event} callback: {call.state}{reason}", err=True)
+    if call.log_path and Path(call.log_path).exists():
+        text, _ = logfiles.read(call.log_path, call.log_offset, call.log_length)
+        click.echo(text if text.endswith("\n") or not text else text + "\n", nl=False)
 
 
 def _echo_log(text: str, try_number: int) -> None:

@@ -26,7 +26,7 @@ from dagrun.logfiles import LogRange
 from dagrun.retry import backoff_delay
 from dagrun.spec import TaskSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import pools, runs, sql
+from dagrun.store import callbacks, pools, runs, sql
 from dagrun.store import statements as q
 from dagrun.store.runs import SpecLookup
 
@@ -201,6 +201,7 @@ class Outcome:
     log: LogRange | None = None
     failures: int = 0
     infra_failures: int = 0
+    try_number: int = 0
 
     @classmethod
     def of(cls, claim: Claim, outcome: AttemptOutcome, **result: Any) -> Outcome:
@@ -213,19 +214,22 @@ class Outcome:
             outcome=outcome,
             failures=claim.failures,
             infra_failures=claim.infra_failures,
+            try_number=claim.try_number,
             **result,
         )
 
 
 @dataclass
 class Completion:
-    """What ``complete`` did: accepted outcomes, stale ones, and the runs it advanced."""
+    """What ``complete`` did: accepted outcomes, stale ones, the runs it advanced, and how
+    many callback events it wrote to the outbox."""
 
     accepted: list[Outcome] = field(default_factory=list)
     stale: list[Outcome] = field(default_factory=list)
     retrying: list[Outcome] = field(default_factory=list)
     dead: list[Outcome] = field(default_factory=list)
     finished_runs: list[int] = field(default_factory=list)
+    callbacks: int = 0
 
 
 def complete(
@@ -240,7 +244,8 @@ def complete(
 
     Many outcomes share one transaction (a group commit); successes are written with one
     batched statement. An outcome whose lease was lost changes no task state: it is kept
-    in the attempt history as stale and discarded.
+    in the attempt history as stale and discarded. The events of accepted outcomes that a
+    task has a callback for go to the outbox in the same transaction (``callbacks``).
     """
     outcomes = list(outcomes)
     states = _succeed(
@@ -266,8 +271,16 @@ def complete(
         touched[o.run_pk] = o.dag_id
     _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
     touched.update(_next_runs_waiting_on_past(conn, result.accepted, spec_for))
+    result.callbacks = callbacks.enqueue_task_events(
+        conn, callbacks.task_events(result, spec_for), now
+    )
     decided = runs.advance_runs(conn, {pk: spec_for(d) for pk, d in touched.items()}, now)
     result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
+    result.callbacks += sum(
+        callbacks.hears_run_end(spec_for(touched[pk]), d.run_state)
+        for pk, d in decided.items()
+        if d.run_state is not None
+    )
     return result
 
 

@@ -21,8 +21,8 @@ from datetime import datetime, timedelta
 from sqlalchemy import Connection
 
 from dagrun.spec import DagSpec
-from dagrun.states import AttemptOutcome, RunState, TaskState
-from dagrun.store import sql
+from dagrun.states import AttemptOutcome, CallbackEvent, RunState, TaskState
+from dagrun.store import callbacks, sql
 from dagrun.store import statements as q
 from dagrun.store.attempts import log_params
 from dagrun.store.runs import advance_runs, ensure_task_instances
@@ -68,7 +68,7 @@ def cancel_run(conn: Connection, spec: DagSpec, run_pk: int, now: datetime) -> C
 def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
     """Fail the DAG's runs still unfinished ``dagrun_timeout`` seconds after they started:
     running attempts stopped as a cancel stops them, unstarted tasks skipped. Returns how
-    many."""
+    many. The DAG's failure callback hears of each (a hand cancel or mark fires none)."""
     if spec.dagrun_timeout is None:
         return 0
     before = now - timedelta(seconds=spec.dagrun_timeout)
@@ -78,6 +78,7 @@ def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
     for run_pk in late:
         if _lock_run(conn, run_pk) == RunState.RUNNING:
             _end_run(conn, spec, run_pk, RunState.RUNNING, RunState.FAILED, reason, now)
+            callbacks.enqueue_run_event(conn, spec, run_pk, CallbackEvent.RUN_FAILURE, reason, now)
             ended += 1
     return ended
 

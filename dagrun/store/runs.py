@@ -20,7 +20,7 @@ from sqlalchemy import Connection
 
 from dagrun.spec import DagSpec
 from dagrun.states import RunState, RunType, TaskState
-from dagrun.store import sql
+from dagrun.store import callbacks, sql
 from dagrun.store import statements as q
 from dagrun.store.engine import capabilities
 from dagrun.timetable import DataInterval
@@ -273,6 +273,7 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
         past = _past_ok(conn, spec, pk) if _needs_past(spec, states[pk]) else None
         decided[pk] = evaluate(spec, states[pk], past)
     _apply(conn, decided, now)
+    _end_runs(conn, decided, runs, states, now)
     return decided
 
 
@@ -304,12 +305,38 @@ def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> No
         ]
         if sql.execute_many(conn, statement, rows) and state == TaskState.QUEUED:
             announce_work(conn)
-    ended = [
-        {"b_run_pk": pk, "b_state": d.run_state.value, "b_now": now}
-        for pk, d in decided.items()
-        if d.run_state is not None
+
+
+def _end_runs(
+    conn: Connection,
+    decided: dict[int, Decisions],
+    specs: dict[int, DagSpec],
+    states: dict[int, dict[str, TaskState]],
+    now: datetime,
+) -> None:
+    """End the runs whose every task finished. A run whose DAG has a callback for that end
+    is ended on its own, and its event written only if this update changed the row: the
+    event is written once, however many processes decided the same end."""
+    ended = [(pk, d.run_state) for pk, d in decided.items() if d.run_state is not None]
+    heard = [(pk, s) for pk, s in ended if callbacks.hears_run_end(specs[pk], s)]
+    quiet = [
+        {"b_run_pk": pk, "b_state": s.value, "b_now": now}
+        for pk, s in ended
+        if (pk, s) not in heard
     ]
-    sql.execute_many(conn, q.END_RUN, ended)
+    sql.execute_many(conn, q.END_RUN, quiet)
+    for pk, state in heard:
+        params = {"b_run_pk": pk, "b_state": state.value, "b_now": now}
+        if sql.execute(conn, q.END_RUN, params).rowcount:
+            error = None if state == RunState.SUCCESS else _failed_tasks(states[pk])
+            event = callbacks.RUN_EVENTS[state]
+            callbacks.enqueue_run_event(conn, specs[pk], pk, event, error, now)
+
+
+def _failed_tasks(states: dict[str, TaskState]) -> str:
+    """Why a run failed, for its failure callback: the tasks that failed."""
+    failed = sorted(t for t, s in states.items() if s == TaskState.FAILED)
+    return f"task(s) failed: {', '.join(failed)}" if failed else "task(s) failed"
 
 
 def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:

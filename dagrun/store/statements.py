@@ -37,10 +37,11 @@ from sqlalchemy import (
     update,
 )
 
-from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, RunState, TaskState
+from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, CallbackState, RunState, TaskState
 from dagrun.store.engine import WORK_CHANNEL, dialect_insert
 from dagrun.store.schema import (
     audit_log,
+    callback,
     dag,
     dag_cap,
     dag_file,
@@ -592,13 +593,18 @@ REQUEUE_DUE_RETRIES = Statement(
     .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
 )
 LEASE_OWNERS = Statement(
-    "The workers holding leases now.",
-    select(ti.c.lease_owner).where(in_state(TaskState.RUNNING)).distinct(),
+    "The workers holding leases now: on running task instances or running callbacks.",
+    select(ti.c.lease_owner)
+    .where(in_state(TaskState.RUNNING))
+    .union(select(callback.c.lease_owner).where(callback.c.state == CallbackState.RUNNING.value)),
 )
 EXPIRED_LEASES = Statement(
     "Running task instances whose lease ran out or whose owner is known gone (skip those "
     "another reaper holds).",
-    select(ti.c.id, ti.c.run_pk, ti.c.dag_id, ti.c.task_id, ti.c.fence_token, ti.c.infra_failures)
+    select(
+        *ti.c["id", "run_pk", "dag_id", "task_id", "fence_token", "infra_failures"],
+        ti.c.try_number,
+    )
     .where(
         in_state(TaskState.RUNNING),
         (ti.c.lease_until < _b("now")) | ti.c.lease_owner.in_(_many("gone")),
@@ -685,6 +691,110 @@ MISSING_POOLS = Statement(
     .where(ti.c.pool.not_in(select(pool.c.name)))
     .distinct()
     .order_by(ti.c.pool),
+)
+
+# ---------------------------------------------------------------- callbacks
+
+_PENDING = CallbackState.PENDING.value
+_CALLING = CallbackState.RUNNING.value
+INSERT_CALLBACK = Statement(
+    "Write an event to the callback outbox (pending), in the transaction that decided it.",
+    insert(callback).values(
+        **_binds("event dag_id run_pk ti_id task_id try_number fence_token error created_at"),
+        state=_PENDING,
+    ),
+)
+
+
+def _claim_callbacks(scoped: bool):
+    """pending -> running for up to ``b_limit`` outbox rows, oldest first, leased to
+    ``b_owner`` until ``b_until``; ``scoped``: of the runs ``b_run_pks`` only. Rows are
+    picked in the CTE with SKIP LOCKED, as ``_claim`` does, so the LIMIT holds."""
+    chosen = [callback.c.state == _PENDING]
+    if scoped:
+        chosen.append(callback.c.run_pk.in_(_many("run_pks")))
+    picked = (
+        select(callback.c.id)
+        .where(*chosen)
+        .order_by(callback.c.id)
+        .limit(_b("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+    )
+    return (
+        update(callback)
+        .where(callback.c.id == picked.c.id, callback.c.state == _PENDING)
+        .values(state=_CALLING, lease_owner=_b("owner"), lease_until=_b("until"))
+        .returning(
+            *callback.c["id", "event", "dag_id", "run_pk", "ti_id", "task_id", "try_number"],
+            *callback.c["fence_token", "error"],
+        )
+    )
+
+
+CLAIM_CALLBACKS = Statement(
+    "pending -> running for outbox rows: leased for their time limit and a margin, never "
+    "extended (a callback whose worker is lost is ended, not run again).",
+    _claim_callbacks(scoped=False),
+)
+CLAIM_CALLBACKS_IN_RUNS = Statement(
+    "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
+    _claim_callbacks(scoped=True),
+)
+_HELD_CALLBACK = and_(
+    callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
+)
+FINISH_CALLBACK = Statement(
+    "running -> sent or failed for a callback this worker holds, with the reason and its log "
+    "range; one that the sweep ended meanwhile (worker lost) keeps that end.",
+    update(callback)
+    .where(_HELD_CALLBACK)
+    .values(
+        state=_b("state"),
+        lease_until=None,
+        ended_at=_b("now"),
+        outcome_error=_b("error"),
+        log_path=_b("log"),
+        log_offset=_b("log_offset"),
+        log_length=_b("log_length"),
+    ),
+)
+RELEASE_CALLBACK = Statement(
+    "running -> pending for a callback given back before any child started it (shutdown).",
+    update(callback)
+    .where(_HELD_CALLBACK)
+    .values(state=_PENDING, lease_owner=None, lease_until=None),
+)
+END_LOST_CALLBACKS = Statement(
+    "running -> failed for callbacks whose lease ran out or whose worker is known gone: a "
+    "callback fires at most once, so it is never run again; returns the rows ended.",
+    update(callback)
+    .where(
+        callback.c.state == _CALLING,
+        (callback.c.lease_until < _b("now")) | callback.c.lease_owner.in_(_many("gone")),
+    )
+    .values(
+        state=CallbackState.FAILED.value,
+        lease_until=None,
+        ended_at=_b("now"),
+        outcome_error=_b("error"),
+    )
+    .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
+)
+OUTSTANDING_CALLBACKS = Statement(
+    "A callback of these runs still pending or running (a driver waits for them to end).",
+    select(callback.c.id)
+    .where(callback.c.run_pk.in_(_many("run_pks")), callback.c.state.in_([_PENDING, _CALLING]))
+    .limit(1),
+)
+ATTEMPT_CALLBACKS = Statement(
+    "The callbacks an attempt fired, in order, with how they ended and their log ranges.",
+    select(
+        *callback.c["id", "event", "state", "outcome_error", "ended_at"],
+        *callback.c["log_path", "log_offset", "log_length"],
+    )
+    .where(callback.c.ti_id == _b("ti_id"), callback.c.fence_token == _b("fence"))
+    .order_by(callback.c.id),
 )
 
 

@@ -1,4 +1,5 @@
-"""Upkeep of the queue: wake retries whose time has come, reap leases that ran out.
+"""Upkeep of the queue: wake retries whose time has come, reap leases that ran out (of
+attempts, and of callbacks, which end failed rather than run twice).
 
 A store operation, not a role: the scheduler, every worker and a backfill's driver call
 ``sweep`` on their own schedule. Any number of them may sweep at once: every change is a
@@ -13,13 +14,15 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection
 
-from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import Store, attempts, registry, runs, sql
+from dagrun.states import AttemptOutcome, CallbackEvent, TaskState
+from dagrun.store import Store, attempts, callbacks, registry, runs, sql
 from dagrun.store import statements as q
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET
+from dagrun.store.callbacks import LOST
 from dagrun.store.runs import SpecLookup
 
 log = logging.getLogger("dagrun.upkeep")
@@ -60,6 +63,7 @@ def reap_expired(
     Lost leases are infrastructure failures (a killed or paused worker), so they count
     against the infrastructure budget and leave the task's ``retries`` for its own errors.
     Leases of ``gone`` owners (workers known to have exited) count as expired already.
+    A task failed so writes its failure event, as a failed attempt would.
     """
     reaped = []
     for row in sql.rows(conn, q.EXPIRED_LEASES, {"b_now": now, "b_gone": sorted(gone)}):
@@ -78,16 +82,40 @@ def reap_expired(
         ended = {"b_outcome": AttemptOutcome.LEASE_EXPIRED.value, "b_error": error, "b_now": now}
         sql.execute(conn, q.END_ATTEMPT, {**key, **ended, **attempts.log_params(None)})
         reaped.append(Reaped(row.id, row.run_pk, row.dag_id, row.task_id, row.fence_token, failed))
+        if failed:
+            _failure_event(conn, spec_for, row, error, now)
     if any(not r.failed for r in reaped):
         runs.announce_work(conn)
     runs.advance_runs(conn, {r.run_pk: spec_for(r.dag_id) for r in reaped if r.failed}, now)
     return reaped
 
 
+def _failure_event(
+    conn: Connection, spec_for: SpecLookup, row: Any, error: str, now: datetime
+) -> None:
+    """A task failed for good by the reaper: its failure callback hears of it, as of any
+    failure (the attempt that lost its lease can fire nothing: its result is stale)."""
+    task = spec_for(row.dag_id).task_map.get(row.task_id)
+    if task is None or CallbackEvent.TASK_FAILURE.value not in task.callbacks:
+        return
+    event = callbacks.TaskEvent(
+        CallbackEvent.TASK_FAILURE,
+        row.id,
+        row.run_pk,
+        row.dag_id,
+        row.task_id,
+        row.try_number,
+        row.fence_token,
+        error,
+    )
+    callbacks.enqueue_task_events(conn, [event], now)
+
+
 @dataclass
 class SweepReport:
     requeued: int = 0
     reaped: list[Reaped] = field(default_factory=list)
+    lost_callbacks: list[Any] = field(default_factory=list)
 
     @property
     def queued_work(self) -> bool:
@@ -115,10 +143,15 @@ def sweep(
         if reap:
             gone = {o for o in lease_owners(conn) if _gone_from_this_host(o)}
             report.reaped = reap_expired(conn, specs.bound(conn), now, budget, gone)
+            report.lost_callbacks = callbacks.end_lost(conn, now, gone)
     for r in report.reaped:
         verdict = "failed (infrastructure budget spent)" if r.failed else "queued again"
         log.warning(
             "%s.%s: lease expired (fence %s); %s", r.dag_id, r.task_id, r.fence_token, verdict
+        )
+    for c in report.lost_callbacks:
+        log.warning(
+            "%s callback of %s.%s ended failed: %s", c.event, c.dag_id, c.task_id or "", LOST
         )
     return report
 
