@@ -2,13 +2,23 @@
 
 The authoring API is all a DAG file needs::
 
-    from dagrun import DAG, task, BashTask, Param, NonRetryableError
+    from dagrun import DAG, task, BashTask, Param, NonRetryableError, notify
 """
 
+from dagrun import notify
 from dagrun.dag import DAG, BashTask, PythonTask, task
 from dagrun.errors import NonRetryableError
 from dagrun.params import Param
 from dagrun.partitions import partition
 
-__all__ = ["DAG", "BashTask", "NonRetryableError", "Param", "PythonTask", "partition", "task"]
+__all__ = [
+    "DAG",
+    "BashTask",
+    "NonRetryableError",
+    "Param",
+    "PythonTask",
+    "notify",
+    "partition",
+    "task",
+]
 __version__ = "0.1.0"

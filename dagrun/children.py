@@ -203,7 +203,8 @@ def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -
 
     try:
         if isinstance(request, CallbackRequest):
-            return execute_callback(request, cache)
+            with processes.groups_reported_to(started_group):
+                return execute_callback(request, cache)
         return execute(request, cache, started_group)
     except BaseException as exc:
         return AttemptResult(AttemptOutcome.CRASHED, f"worker child failed: {one_line(exc)}")

@@ -125,5 +125,11 @@ class LeaseLost(DagrunError):
         self.fence_token = fence_token
 
 
+class NotifyError(DagrunError):
+    """A notifier could not deliver: a webhook that kept failing or refused the event, a
+    command that failed or ran too long; or a notifier was made with bad arguments. Its
+    text never holds a header value, as headers carry secrets."""
+
+
 class NonRetryableError(Exception):
     """Raise from a task to fail the attempt with no retry (bad input, 4xx-style errors)."""

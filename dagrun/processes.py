@@ -20,7 +20,7 @@ import ctypes
 import os
 import signal
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 _PR_SET_PDEATHSIG = 1
 
@@ -46,6 +46,29 @@ def own_session() -> None:
     own, killed by the kernel when the process that started it dies."""
     os.setsid()
     die_with_parent()
+
+
+#: Told of each process group started by the work running in this process (a worker
+#: child's callback: a notifier's command), so it is killed with the child.
+_group_listener: Callable[[int], None] | None = None
+
+
+def report_group(pgid: int) -> None:
+    """Say that the work running now started process group ``pgid``: if that work is
+    killed (its time limit, its worker gone), the group goes with it."""
+    if _group_listener is not None:
+        _group_listener(pgid)
+
+
+@contextlib.contextmanager
+def groups_reported_to(listener: Callable[[int], None]) -> Iterator[None]:
+    """Send ``report_group`` calls to ``listener`` while the block runs."""
+    global _group_listener
+    saved, _group_listener = _group_listener, listener
+    try:
+        yield
+    finally:
+        _group_listener = saved
 
 
 class ForkGuard:
