@@ -445,45 +445,13 @@ class Worker:
     def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
         task = spec.task_map[claim.task_id]
         inputs = attempts.upstream_values(conn, claim.run_pk, task.data_inputs)
-        request = AttemptRequest(
-            dag_id=claim.dag_id,
-            task_id=claim.task_id,
-            fileloc=spec.fileloc,
-            timezone=spec.timezone,
-            run_id=claim.run_id,
-            logical_date=claim.logical_date,
-            data_interval_start=claim.data_interval_start,
-            data_interval_end=claim.data_interval_end,
-            try_number=claim.try_number,
-            fence_token=claim.fence_token,
-            ti_id=claim.ti_id,
-            conf=claim.conf,
-            inputs=inputs,
-            log_dir=str(self.options.log_dir),
-            db_url=self.store.url,
-        )
+        request = AttemptRequest(**self._request_fields(claim, spec), inputs=inputs)
         short = self._is_short(claim.dag_id, claim.task_id)
         return Job(request, task.execution_timeout, payload=claim, short=short)
 
     def _callback_job(self, claim: CallbackClaim, spec: DagSpec) -> Job:
         request = CallbackRequest(
-            id=claim.id,
-            event=claim.event,
-            dag_id=claim.dag_id,
-            task_id=claim.task_id,
-            fileloc=spec.fileloc,
-            timezone=spec.timezone,
-            run_id=claim.run_id,
-            logical_date=claim.logical_date,
-            data_interval_start=claim.data_interval_start,
-            data_interval_end=claim.data_interval_end,
-            try_number=claim.try_number,
-            fence_token=claim.fence_token,
-            ti_id=claim.ti_id,
-            error=claim.error,
-            conf=claim.conf,
-            log_dir=str(self.options.log_dir),
-            db_url=self.store.url,
+            **self._request_fields(claim, spec), id=claim.id, event=claim.event, error=claim.error
         )
         return Job(
             request,
@@ -491,6 +459,25 @@ class Worker:
             payload=claim,
             timeout_name="DAGRUN_CALLBACK_TIMEOUT",
         )
+
+    def _request_fields(self, claim: Claim | CallbackClaim, spec: DagSpec) -> dict:
+        """What a child needs of a claim, an attempt's or a callback's: the same fields."""
+        return {
+            "dag_id": claim.dag_id,
+            "task_id": claim.task_id,
+            "fileloc": spec.fileloc,
+            "timezone": spec.timezone,
+            "run_id": claim.run_id,
+            "logical_date": claim.logical_date,
+            "data_interval_start": claim.data_interval_start,
+            "data_interval_end": claim.data_interval_end,
+            "try_number": claim.try_number,
+            "fence_token": claim.fence_token,
+            "ti_id": claim.ti_id,
+            "conf": claim.conf,
+            "log_dir": str(self.options.log_dir),
+            "db_url": self.store.url,
+        }
 
     def _dispatch(self, pool: Pool) -> None:
         """Start buffered attempts, unless the last commit failed (the database may be

@@ -28,6 +28,19 @@ def wait_until(
         time.sleep(interval)
 
 
+def process_gone(pid: int) -> bool:
+    """Whether process ``pid`` has exited (a zombie not yet reaped counts as gone)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    stat = Path(f"/proc/{pid}/stat")
+    try:
+        return stat.read_text().rsplit(")", 1)[1].split()[0] == "Z"
+    except (FileNotFoundError, IndexError):
+        return True
+
+
 def write_dag(folder: Path, name: str, source: str) -> Path:
     """Write a DAG file (dedented) into ``folder`` and return its path."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -24,6 +24,7 @@ import pytest
 import dagrun
 from dagrun import notify
 from dagrun.errors import NotifyError
+from tests.helpers import process_gone, wait_until
 
 DAY = datetime(2026, 1, 5, tzinfo=UTC)
 SECRET = "s3cret-token-4f9a"
@@ -316,15 +317,6 @@ def test_command_fails_when_it_fails(script: str, complaint: str) -> None:
         notify.command(script)(context())
 
 
-def _alive(pid: int) -> bool:
-    """Whether ``pid`` runs: a zombie (killed, not yet reaped by init) does not."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except FileNotFoundError:
-        return False
-    return stat.rpartition(")")[2].split()[0] != "Z"
-
-
 @pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="reads /proc")
 def test_command_timeout_kills_its_process_group(tmp_path: Path) -> None:
     pid_file = tmp_path / "background.pid"
@@ -338,10 +330,7 @@ def test_command_timeout_kills_its_process_group(tmp_path: Path) -> None:
     assert time.monotonic() - started < 5
     pid = int(pid_file.read_text())
     try:
-        deadline = time.monotonic() + 5
-        while _alive(pid) and time.monotonic() < deadline:
-            time.sleep(0.02)
-        assert not _alive(pid)
+        wait_until(lambda: process_gone(pid), 5, what="the background sleep to be killed")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.kill(pid, signal.SIGKILL)

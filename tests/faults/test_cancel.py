@@ -17,7 +17,15 @@ from sqlalchemy import select, text
 from dagrun.store import Store
 from dagrun.store.schema import dag_run, task_attempt, task_instance
 from tests.faults.test_worker_faults import pause_outside_a_transaction, worker_env
-from tests.helpers import queue_run, run_cli, start_cli, stop_process, wait_until, write_dag
+from tests.helpers import (
+    process_gone,
+    queue_run,
+    run_cli,
+    start_cli,
+    stop_process,
+    wait_until,
+    write_dag,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -87,16 +95,6 @@ def attempts(store: Store, run_pk: int) -> list[dict]:
         return [dict(r) for r in conn.execute(query.order_by(task_attempt.c.id)).mappings()]
 
 
-def alive(pid: int) -> bool:
-    """The process exists and is not a zombie waiting to be reaped."""
-    try:
-        os.kill(pid, 0)
-        state = Path(f"/proc/{pid}/stat").read_text().rpartition(")")[2].split()[0]
-    except (ProcessLookupError, FileNotFoundError):
-        return False
-    return state != "Z"
-
-
 def held_by(store: Store, run_pk: int, task_id: str, process) -> dict | None:
     row = tasks(store, run_pk).get(task_id)
     owner = (row or {}).get("lease_owner") or ""
@@ -135,14 +133,16 @@ def test_cancel_stops_the_running_shell(db_url, dags_dir, tmp_path):
         wait_until(lambda: held_by(store, run_pk, "work", worker), 30, what="the claim")
         wait_until(pids.exists, 30, what="the shell to write its pid")
         shell, sleeper = (int(p) for p in pids.read_text().split())
-        assert alive(shell) and alive(sleeper)
+        assert not process_gone(shell) and not process_gone(sleeper)
 
         cancelled = time.monotonic()
         said = cancel(env, "long_shell", "C")
         assert "1 running attempt(s) stopped, 1 unstarted task(s) skipped" in said
         attempt = assert_cancelled(store, run_pk)  # at once, before the worker noticed
         # SIGTERM (not the kill after the 10 s stop grace) ends the shell and its sleep.
-        wait_until(lambda: not alive(shell) and not alive(sleeper), 8, what="the shell to end")
+        wait_until(
+            lambda: process_gone(shell) and process_gone(sleeper), 8, what="the shell to end"
+        )
         assert time.monotonic() - cancelled < 10
 
         wait_until(lambda: attempts(store, run_pk)[0]["late_result"], 20, what="the late result")
@@ -224,8 +224,8 @@ def test_a_shell_that_ignores_sigterm_is_killed_after_the_stop_grace(
         cancel(env, "long_shell", "C")
         wait_until(term.exists, 8, what="the SIGTERM to reach the shell")
         termed = time.monotonic()
-        assert alive(shell)  # it ignored the SIGTERM
-        wait_until(lambda: not alive(shell), 20, what="the kill after the stop grace")
+        assert not process_gone(shell)  # it ignored the SIGTERM
+        wait_until(lambda: process_gone(shell), 20, what="the kill after the stop grace")
         waited = time.monotonic() - termed
         assert 8 <= waited <= 15, f"killed {waited:.1f}s after the SIGTERM (stop grace: 10s)"
 
@@ -254,11 +254,11 @@ def test_a_cancelled_python_attempt_is_killed_at_once(db_url, dags_dir, tmp_path
         started = marks / "hanging.started"
         wait_until(lambda: started.exists() and started.read_text(), 30, what="the attempt")
         child = int(started.read_text())  # the worker's child running the attempt
-        assert alive(child)
+        assert not process_gone(child)
         cancel(env, "long_python", "hanging")
         assert_cancelled(store, run_pk)
         # No grace for Python code: its child is killed (and replaced) well before 10 s.
-        wait_until(lambda: not alive(child), 5, what="the attempt's process to be killed")
+        wait_until(lambda: process_gone(child), 5, what="the attempt's process to be killed")
         wait_until(lambda: attempts(store, run_pk)[0]["late_result"], 20, what="late result")
         assert_cancelled(store, run_pk)
         assert not (marks / "hanging.finished").exists()
@@ -285,7 +285,9 @@ def test_cancel_ends_the_dagrun_run_executing_the_run(db_url, dags_dir, tmp_path
         cancel(env, "long_shell", "R")
         assert running.wait(15) == 1, out.read_text()
         assert "run R: failed" in out.read_text()
-        wait_until(lambda: not alive(shell) and not alive(sleeper), 8, what="the shell to end")
+        wait_until(
+            lambda: process_gone(shell) and process_gone(sleeper), 8, what="the shell to end"
+        )
         with store.read() as conn:
             run_pk = conn.execute(select(dag_run.c.id).where(dag_run.c.run_id == "R")).scalar_one()
         assert_cancelled(store, run_pk)

@@ -4,7 +4,6 @@ DAG files whose callbacks record what they heard, a webhook to a real HTTP serve
 from __future__ import annotations
 
 import json
-import os
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -12,7 +11,15 @@ from pathlib import Path
 import pytest
 
 from dagrun.store import Store
-from tests.helpers import db_rows, run_cli, start_cli, stop_process, wait_until, write_dag
+from tests.helpers import (
+    db_rows,
+    process_gone,
+    run_cli,
+    start_cli,
+    stop_process,
+    wait_until,
+    write_dag,
+)
 
 # Every callback appends what it heard to EVENTS, one JSON object a line.
 HEARD = """
@@ -304,12 +311,6 @@ def test_a_command_past_the_callback_time_limit_is_killed_with_its_group(
     [(state, error)] = db_rows(cli_env, "SELECT state, outcome_error FROM callback")
     assert state == "failed" and "DAGRUN_CALLBACK_TIMEOUT" in error
     sleeper = int(pids.read_text())
-
-    def gone() -> bool:
-        try:
-            os.kill(sleeper, 0)
-        except ProcessLookupError:
-            return True
-        return Path(f"/proc/{sleeper}/stat").read_text().split()[2] == "Z"
-
-    wait_until(gone, 10, what="the command's background process to be killed")
+    wait_until(
+        lambda: process_gone(sleeper), 10, what="the command's background process to be killed"
+    )

@@ -4,7 +4,6 @@ the store recorded, waited on with deadlines."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,15 @@ from sqlalchemy import func, select
 
 from dagrun.store import Store
 from dagrun.store.schema import dag_run, task_attempt
-from tests.helpers import most_at_once, queue_run, start_cli, stop_process, wait_until, write_dag
+from tests.helpers import (
+    most_at_once,
+    process_gone,
+    queue_run,
+    start_cli,
+    stop_process,
+    wait_until,
+    write_dag,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -117,14 +124,9 @@ def test_a_run_past_its_dagrun_timeout_fails_and_its_shell_is_stopped(
         assert 3 <= (run.end_date - run.start_date).total_seconds() < 10
         pid = int(wait_until(lambda: pid_file.exists() and pid_file.read_text().strip(), 5))
 
-        def gone() -> bool:
-            try:
-                os.kill(pid, 0)
-            except ProcessLookupError:
-                return True
-            return Path(f"/proc/{pid}/stat").read_text().split()[2] == "Z"
-
-        wait_until(gone, 15, what="the timed-out attempt's shell to be stopped")
+        wait_until(
+            lambda: process_gone(pid), 15, what="the timed-out attempt's shell to be stopped"
+        )
     finally:
         stop_process(process)
     with store.read() as conn:
