@@ -8,6 +8,7 @@ The authoring API is all a DAG file needs::
 from dagrun import notify
 from dagrun.dag import DAG, BashTask, PythonTask, task
 from dagrun.errors import NonRetryableError
+from dagrun.groups import TaskGroup, task_group
 from dagrun.params import Param
 from dagrun.partitions import partition
 
@@ -17,8 +18,10 @@ __all__ = [
     "NonRetryableError",
     "Param",
     "PythonTask",
+    "TaskGroup",
     "notify",
     "partition",
     "task",
+    "task_group",
 ]
 __version__ = "0.1.0"

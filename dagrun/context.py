@@ -10,8 +10,34 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
+from types import ModuleType
 from typing import Any
 from zoneinfo import ZoneInfo
+
+from dagrun import macros
+
+#: Every name an attempt's context provides, each a :class:`TaskContext` attribute. Templates
+#: and task callables get exactly these (``names()``), and the checks made when a DAG file is
+#: parsed accept exactly these, so a new name is added here and as an attribute, nowhere else.
+CONTEXT_NAMES = (
+    "ds",
+    "ds_nodash",
+    "ts",
+    "ts_nodash",
+    "logical_date",
+    "data_interval_start",
+    "data_interval_end",
+    "run_id",
+    "dag_id",
+    "task_id",
+    "try_number",
+    "params",
+    "conf",
+    "macros",
+    "ctx",
+    "idempotency_key",
+    "fence_token",
+)
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,19 @@ class TaskContext:
         return self.logical_date.strftime("%Y%m%d")
 
     @property
+    def ts(self) -> str:
+        """The logical date in ISO 8601 with its offset (``2026-01-05T00:00:00+06:00``)."""
+        return self.logical_date.isoformat()
+
+    @property
+    def ts_nodash(self) -> str:
+        return self.logical_date.strftime("%Y%m%dT%H%M%S")
+
+    @property
+    def macros(self) -> ModuleType:
+        return macros
+
+    @property
     def idempotency_key(self) -> str:
         """Stable across retries and reruns of the same task and date: dedupe effects on it."""
         return f"{self.dag_id}/{self.task_id}/{self.logical_date.isoformat()}"
@@ -51,22 +90,7 @@ class TaskContext:
 
     def names(self) -> dict[str, Any]:
         """The values by context name, for injection and for templates."""
-        return {
-            "ds": self.ds,
-            "ds_nodash": self.ds_nodash,
-            "logical_date": self.logical_date,
-            "data_interval_start": self.data_interval_start,
-            "data_interval_end": self.data_interval_end,
-            "run_id": self.run_id,
-            "dag_id": self.dag_id,
-            "task_id": self.task_id,
-            "try_number": self.try_number,
-            "params": self.params,
-            "conf": self.conf,
-            "ctx": self,
-            "idempotency_key": self.idempotency_key,
-            "fence_token": self.fence_token,
-        }
+        return {name: getattr(self, name) for name in CONTEXT_NAMES}
 
 
 def make_context(

@@ -13,33 +13,20 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from dagrun import mapping, templates
+from dagrun.context import CONTEXT_NAMES
 from dagrun.errors import DagDefinitionError
 from dagrun.instants import parse_duration
 from dagrun.params import serialise
 from dagrun.states import CallbackEvent, TriggerRule
 from dagrun.timetable import Timetable, make_timetable
 
-SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
+if TYPE_CHECKING:
+    from dagrun.groups import TaskGroup
 
-#: Names a task callable may declare to receive run context (DESIGN section 2).
-CONTEXT_NAMES = frozenset(
-    {
-        "ds",
-        "ds_nodash",
-        "logical_date",
-        "data_interval_start",
-        "data_interval_end",
-        "run_id",
-        "dag_id",
-        "task_id",
-        "try_number",
-        "params",
-        "conf",
-        "ctx",
-    }
-)
+SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
 
 #: Task options and their defaults; ``default_args`` and per-task options override these.
 TASK_DEFAULTS: dict[str, Any] = {
@@ -152,6 +139,10 @@ class DAG:
             ),
         }
         self.tasks: dict[str, Task] = {}
+        #: Task groups by id (dagrun.groups); a group's id and a task's never coincide.
+        self.groups: dict[str, TaskGroup] = {}
+        #: The groups open here, innermost last: a task created now joins the innermost.
+        self.open_groups: list[TaskGroup] = []
         self.fileloc, self.definition_line = _definition_site()
         if _collector is not None:
             _collector.append(self)
@@ -171,16 +162,40 @@ class DAG:
             raise DagDefinitionError(
                 f"duplicate task id '{task.task_id}'", dag_id=self.dag_id, task_id=task.task_id
             )
+        if task.task_id in self.groups:
+            raise DagDefinitionError(
+                f"task id '{task.task_id}' is also a task group's id", dag_id=self.dag_id
+            )
         self.tasks[task.task_id] = task
 
+    def add_group(self, group: TaskGroup) -> None:
+        """Groups share the task ids' namespace: ``group >> t`` and the views name both."""
+        if group.group_id in self.tasks or group.group_id in self.groups:
+            other = "a task's" if group.group_id in self.tasks else "another task group's"
+            raise DagDefinitionError(
+                f"task group id '{group.group_id}' is also {other} id", dag_id=self.dag_id
+            )
+        self.groups[group.group_id] = group
+
+    def qualify(self, label: str) -> str:
+        """The id a task or group labelled ``label`` gets if created now: the innermost
+        open group's prefix before it, if any."""
+        return self.open_groups[-1].child_id(label) if self.open_groups else label
+
     def unique_task_id(self, base: str) -> str:
-        """``base``, or ``base__2``, ``base__3``... when a @task function is called again."""
-        if base not in self.tasks:
-            return base
-        n = 2
-        while f"{base}__{n}" in self.tasks:
-            n += 1
-        return f"{base}__{n}"
+        """``base``, or ``base__2``, ``base__3``... when a @task function is called again
+        (judged on the id the task will get, with its group's prefix)."""
+        return first_free(base, lambda label: self.qualify(label) in self.tasks)
+
+
+def first_free(base: str, taken: Callable[[str], bool]) -> str:
+    """``base``, or the first of ``base__2``, ``base__3``... that is not ``taken``."""
+    if not taken(base):
+        return base
+    n = 2
+    while taken(f"{base}__{n}"):
+        n += 1
+    return f"{base}__{n}"
 
 
 def _definition_site() -> tuple[str | None, int | None]:
@@ -272,34 +287,36 @@ def _is_whole(value: object) -> bool:
     return isinstance(value, int) and not isinstance(value, bool)
 
 
-def _resolve(other: Any) -> list[Task]:
-    """The tasks behind a ``>>`` operand: a task, an output, a @task function, a list."""
-    if isinstance(other, Task):
-        return [other]
-    if isinstance(other, TaskOutput):
-        return [other.task]
+def _resolve(other: Any, upstream: bool) -> list[Task]:
+    """The tasks behind a ``>>`` operand on the upstream (or downstream) side of the edge: a
+    task, an output, a task group, a @task function, a list of them."""
+    if isinstance(other, DependencyMixin):
+        return other.edge_tasks(upstream)
     if isinstance(other, TaskFunction):
         return [other.last_task()]
     if isinstance(other, list | tuple | set):
-        return [t for item in other for t in _resolve(item)]
+        return [t for item in other for t in _resolve(item, upstream)]
     raise TypeError(f"cannot set a dependency on {other!r}: expected a task or a list of tasks")
 
 
 class DependencyMixin:
-    """``a >> b``, ``a << b``, ``[a, b] >> c`` and ``c << [a, b]`` for tasks and their outputs."""
+    """``a >> b``, ``a << b``, ``[a, b] >> c`` and ``c << [a, b]`` for tasks, their outputs
+    and task groups (dagrun.groups)."""
 
-    def _tasks(self) -> list[Task]:
-        return _resolve(self)
+    def edge_tasks(self, upstream: bool) -> list[Task]:
+        """The tasks an edge attaches to with this operand on its upstream side (or its
+        downstream side): only a task group's differ, its leaves or its roots."""
+        raise NotImplementedError
 
     def __rshift__(self, other: Any) -> Any:
-        for up in self._tasks():
-            for down in _resolve(other):
+        for up in self.edge_tasks(upstream=True):
+            for down in _resolve(other, upstream=False):
                 down.add_upstream(up)
         return other
 
     def __lshift__(self, other: Any) -> Any:
-        for down in self._tasks():
-            for up in _resolve(other):
+        for down in self.edge_tasks(upstream=False):
+            for up in _resolve(other, upstream=True):
                 down.add_upstream(up)
         return other
 
@@ -316,6 +333,10 @@ class Task(DependencyMixin):
     """One node of the graph. Subclasses say what running it means."""
 
     kind = "task"
+    #: Whether a mapped task expands over this task's return value (which must be a list).
+    feeds_mapping = False
+    #: The arguments ``expand()`` maps over: a literal list or an upstream's output each.
+    mapped: dict[str, Any] = {}
 
     def __init__(self, task_id: str, dag: DAG | None = None, **options: Any):
         dag = dag or current_dag()
@@ -325,15 +346,38 @@ class Task(DependencyMixin):
             )
         # The id is not passed as task_id=: a bad one (with a newline) would be printed raw
         # in the message's prefix, and an import error keeps only its first line.
-        self.task_id = check_id("task", task_id, dag_id=dag.dag_id)
+        self.task_id = check_id("task", dag.qualify(task_id), dag_id=dag.dag_id)
+        #: The path of the task group it was created in (``outer.inner``), None outside any.
+        self.group = dag.open_groups[-1].path if dag.open_groups else None
         self.dag = dag
-        own = _check_options(options, dag_id=dag.dag_id, task_id=task_id)
+        own = _check_options(options, dag_id=dag.dag_id, task_id=self.task_id)
         self.options = {**TASK_DEFAULTS, **dag.default_args, **own}
         self.upstream_ids: list[str] = []
+        self._check_templates()
         dag.add_task(self)
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__} {self.dag.dag_id}.{self.task_id}>"
+
+    def edge_tasks(self, upstream: bool) -> list[Task]:
+        return [self]
+
+    def templated(self) -> dict[str, Any]:
+        """The fields the runner renders as templates before an attempt, by name."""
+        return {"params": self.options["params"]}
+
+    def _check_templates(self) -> None:
+        """Parse every template now, so that a syntax error or a name the context does not
+        have fails the file's import instead of every attempt of the task."""
+        for name, value in self.templated().items():
+            for where, source in templates.sources(value, name):
+                problem = templates.problem(source, CONTEXT_NAMES)
+                if problem:
+                    raise DagDefinitionError(
+                        f"template in {where} {problem}",
+                        dag_id=self.dag.dag_id,
+                        task_id=self.task_id,
+                    )
 
     def add_upstream(self, other: Task) -> None:
         if other.dag is not self.dag:
@@ -347,8 +391,30 @@ class Task(DependencyMixin):
 
     @property
     def data_inputs(self) -> list[str]:
-        """Upstream task ids whose return values this task receives (TaskFlow)."""
-        return []
+        """Upstream task ids whose return values this task receives (TaskFlow, or the
+        lists it is mapped over)."""
+        return _output_ids(self.mapped.values())
+
+    def _check_mapped(self) -> None:
+        """What ``expand()`` maps over: each a JSON list no longer than the limit, or the
+        output of an upstream task (which must then return such a list)."""
+        for name, value in self.mapped.items():
+            if isinstance(value, TaskOutput):
+                value.task.feeds_mapping = True
+                continue
+            problem = mapping.problem(value)
+            if problem:
+                raise DagDefinitionError(
+                    f"expand: {name} {problem}", dag_id=self.dag.dag_id, task_id=self.task_id
+                )
+        for value in self.mapped.values():
+            if isinstance(value, TaskOutput):
+                self.add_upstream(value.task)
+
+
+def _output_ids(values: Iterable[Any]) -> list[str]:
+    """The ids of the tasks whose outputs are among ``values``."""
+    return sorted({v.task.task_id for v in values if isinstance(v, TaskOutput)})
 
 
 class BashTask(Task):
@@ -359,18 +425,69 @@ class BashTask(Task):
     def __init__(
         self,
         task_id: str,
-        command: str,
+        command: str | None = None,
         env: dict[str, str] | None = None,
         cwd: str | None = None,
         dag: DAG | None = None,
+        *,
+        mapped: dict[str, Any] | None = None,
         **options: Any,
     ):
-        if not isinstance(command, str) or not command.strip():
+        self.mapped = dict(mapped or {})
+        if "command" not in self.mapped and (not isinstance(command, str) or not command.strip()):
             raise DagDefinitionError("BashTask needs a non-empty command string", task_id=task_id)
-        self.command = command
+        self.command = command or ""
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self.cwd = cwd
         super().__init__(task_id, dag=dag, **options)
+        self._check_mapped()
+        self._check_mapped_elements()
+
+    def _check_mapped_elements(self) -> None:
+        """A literal list of commands holds non-empty strings; of environments, dicts."""
+        wanted = {"command": (str, "a command string"), "env": (dict, "a dict of variables")}
+        for name, value in self.mapped.items():
+            kind, what = wanted[name]
+            if isinstance(value, TaskOutput):
+                continue
+            for i, element in enumerate(value):
+                if not isinstance(element, kind) or not element:
+                    raise DagDefinitionError(
+                        f"expand: {name}[{i}] must be {what}, not {element!r}",
+                        dag_id=self.dag.dag_id,
+                        task_id=self.task_id,
+                    )
+
+    @classmethod
+    def partial(cls, task_id: str, **kwargs: Any) -> BashPartial:
+        """Fix what every mapped instance shares; ``expand(command=[...])`` (or ``env=``)
+        maps the rest."""
+        return BashPartial(task_id, kwargs)
+
+    def templated(self) -> dict[str, Any]:
+        literal = {k: v for k, v in self.mapped.items() if not isinstance(v, TaskOutput)}
+        return {**super().templated(), "command": self.command, "env": self.env, **literal}
+
+
+class BashPartial:
+    """``BashTask.partial("t", env=...)``: a mapped BashTask waiting for ``expand``."""
+
+    #: The arguments a BashTask may be mapped over.
+    MAPPABLE = ("command", "env")
+
+    def __init__(self, task_id: str, kwargs: dict[str, Any]):
+        self.task_id = task_id
+        self.kwargs = kwargs
+
+    def expand(self, **mapped: Any) -> BashTask:
+        unknown = sorted(set(mapped) - set(self.MAPPABLE)) or ([] if mapped else ["(none)"])
+        if unknown:
+            raise DagDefinitionError(
+                f"expand: BashTask has no argument {unknown[0]!r} to map "
+                f"(it maps {' or '.join(self.MAPPABLE)})",
+                task_id=self.task_id,
+            )
+        return BashTask(self.task_id, mapped=mapped, **self.kwargs)
 
 
 class PythonTask(Task):
@@ -385,13 +502,20 @@ class PythonTask(Task):
         args: tuple = (),
         kwargs: dict[str, Any] | None = None,
         dag: DAG | None = None,
+        *,
+        choice: str | None = None,
+        mapped: dict[str, Any] | None = None,
         **options: Any,
     ):
         self.python_callable = python_callable
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
+        #: ``"branch"`` or ``"short_circuit"`` (``@task.branch``, ``@task.short_circuit``).
+        self.choice = choice
+        self.mapped = dict(mapped or {})
         super().__init__(task_id, dag=dag, **options)
         self._check_signature()
+        self._check_mapped()
         for value in (*self.args, *self.kwargs.values()):
             if isinstance(value, TaskOutput):
                 self.add_upstream(value.task)
@@ -400,7 +524,7 @@ class PythonTask(Task):
         """Every parameter not bound by the call must be a context name or have a default."""
         signature = inspect.signature(self.python_callable)
         try:
-            bound = signature.bind_partial(*self.args, **self.kwargs)
+            bound = signature.bind_partial(*self.args, **self.kwargs, **self.mapped)
         except TypeError as exc:
             raise DagDefinitionError(
                 f"bad arguments: {exc}", dag_id=self.dag.dag_id, task_id=self.task_id
@@ -418,8 +542,7 @@ class PythonTask(Task):
 
     @property
     def data_inputs(self) -> list[str]:
-        values = (*self.args, *self.kwargs.values())
-        return sorted({v.task.task_id for v in values if isinstance(v, TaskOutput)})
+        return _output_ids((*self.args, *self.kwargs.values(), *self.mapped.values()))
 
 
 class TaskOutput(DependencyMixin):
@@ -431,27 +554,58 @@ class TaskOutput(DependencyMixin):
     def __repr__(self) -> str:
         return f"<output of {self.task.task_id}>"
 
+    def edge_tasks(self, upstream: bool) -> list[Task]:
+        return [self.task]
+
 
 class TaskFunction:
-    """What ``@task`` returns: calling it inside a DAG adds a task and returns its output."""
+    """What ``@task`` returns: calling it inside a DAG adds a task and returns its output;
+    ``partial(...)`` and ``expand(...)`` add a mapped task."""
 
-    def __init__(self, function: Callable[..., Any], options: dict[str, Any]):
+    def __init__(
+        self, function: Callable[..., Any], options: dict[str, Any], choice: str | None = None
+    ):
         self.function = function
         self.task_id = options.pop("task_id", None) or function.__name__
         self.options = options
+        self.choice = choice
         self.tasks: list[PythonTask] = []
         self.__doc__ = function.__doc__
         self.__name__ = function.__name__
 
     def __call__(self, *args: Any, **kwargs: Any) -> TaskOutput:
+        return self._add(args, kwargs, {})
+
+    def partial(self, **kwargs: Any) -> PartialCall:
+        """Fix the arguments every mapped instance shares; ``expand`` maps the rest."""
+        return PartialCall(self, kwargs)
+
+    def expand(self, **mapped: Any) -> TaskOutput:
+        """One task instance per element of each list (the product of them when several),
+        each a list or an upstream task's output; downstream tasks get the results as a
+        list in index order."""
+        return self._add((), {}, mapped)
+
+    def _add(self, args: tuple, kwargs: dict[str, Any], mapped: dict[str, Any]) -> TaskOutput:
         dag = current_dag()
         if dag is None:
             raise DagDefinitionError(
                 "called outside a DAG: call @task functions inside `with DAG(...):`",
                 task_id=self.task_id,
             )
+        if self.choice and mapped:
+            raise DagDefinitionError(f"a {self.choice} task cannot be mapped", task_id=self.task_id)
         task_id = dag.unique_task_id(self.task_id)
-        created = PythonTask(task_id, self.function, args, kwargs, dag=dag, **self.options)
+        created = PythonTask(
+            task_id,
+            self.function,
+            args,
+            kwargs,
+            dag=dag,
+            choice=self.choice,
+            mapped=mapped,
+            **self.options,
+        )
         self.tasks.append(created)
         return TaskOutput(created)
 
@@ -478,8 +632,39 @@ class TaskFunction:
         return self
 
 
+class PartialCall:
+    """``f.partial(x=1)``: the constant arguments of a mapped task, waiting for ``expand``."""
+
+    def __init__(self, function: TaskFunction, kwargs: dict[str, Any]):
+        self.function = function
+        self.kwargs = kwargs
+
+    def expand(self, **mapped: Any) -> TaskOutput:
+        return self.function._add((), self.kwargs, mapped)
+
+
 def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorate a function as a task: ``@task`` or ``@task(retries=5, trigger_rule=...)``."""
+    return _decorator(function, options, None)
+
+
+def _decorator(function: Callable[..., Any] | None, options: dict[str, Any], choice: str | None):
     if function is not None:
-        return TaskFunction(function, options)
-    return lambda f: TaskFunction(f, dict(options))
+        return TaskFunction(function, options, choice)
+    return lambda f: TaskFunction(f, dict(options), choice)
+
+
+def _branch(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.branch``: the function returns the task id (or a list of them, or None) of
+    the direct downstream tasks to run; the others are skipped."""
+    return _decorator(function, options, "branch")
+
+
+def _short_circuit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.short_circuit``: a falsy return value skips every task downstream of it,
+    whatever their trigger rules; a truthy one changes nothing."""
+    return _decorator(function, options, "short_circuit")
+
+
+task.branch = _branch  # type: ignore[attr-defined]
+task.short_circuit = _short_circuit  # type: ignore[attr-defined]

@@ -23,10 +23,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from dagrun import processes
-from dagrun.dag import DAG, TASK_CALLBACKS, collect_dags
+from dagrun.dag import DAG, TASK_CALLBACKS, TaskOutput, collect_dags
 from dagrun.errors import DagFileError
 from dagrun.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
 from dagrun.timetable import CronTimetable
@@ -157,9 +157,20 @@ def _task_spec(task) -> TaskSpec:
         depends_on_past=bool(o["depends_on_past"]),
         priority_weight=int(o["priority_weight"]),
         pool=o["pool"],
+        group=task.group,
         data_inputs=tuple(task.data_inputs),
         callbacks=tuple(event.value for name, event in TASK_CALLBACKS.items() if o[name]),
+        choice=getattr(task, "choice", None),
+        mapped=tuple(_map_source(n, v) for n, v in getattr(task, "mapped", {}).items()),
     )
+
+
+def _map_source(name: str, value: Any) -> tuple[str, str | None, int | None]:
+    """What a mapped argument maps over, as the spec keeps it: an upstream task's output, or
+    a literal list of known length."""
+    if isinstance(value, TaskOutput):
+        return name, value.task.task_id, None
+    return name, None, len(value)
 
 
 def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from dagrun import logfiles, processes
+from dagrun import logfiles, mapping, processes, templates
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError
@@ -55,6 +55,8 @@ class AttemptRequest:
     try_number: int = 1
     fence_token: int = 0
     ti_id: int | None = None
+    #: The element of a mapped task this attempt runs (-1: not mapped).
+    map_index: int = -1
     #: The run's conf as given; declared params are checked against it per attempt.
     conf: dict[str, Any] = field(default_factory=dict)
     inputs: dict[str, Any] = field(default_factory=dict)
@@ -64,7 +66,7 @@ class AttemptRequest:
     @property
     def label(self) -> str:
         """What the worker's log calls it."""
-        return f"{self.dag_id}.{self.task_id} try {self.try_number}"
+        return f"{self.dag_id}.{self.task_id}{_index(self)} try {self.try_number}"
 
     def context(self) -> TaskContext:
         return make_context(
@@ -81,6 +83,11 @@ class AttemptRequest:
             ti_id=self.ti_id,
             db_url=self.db_url,
         )
+
+
+def _index(request: AttemptRequest) -> str:
+    """``[i]`` after a mapped task's id, as logs name its instances."""
+    return f"[{request.map_index}]" if request.map_index >= 0 else ""
 
 
 @dataclass(frozen=True)
@@ -198,7 +205,7 @@ def _run_logged(
 ) -> AttemptResult:
     note(
         "INFO",
-        f"attempt {request.try_number} of {request.dag_id}.{request.task_id} for "
+        f"attempt {request.try_number} of {request.dag_id}.{request.task_id}{_index(request)} for "
         f"{context.logical_date.isoformat()} (fence {request.fence_token})",
     )
     try:
@@ -250,11 +257,50 @@ def _run_task(
 ) -> Any:
     task = cache.task(request.fileloc, request.dag_id, request.task_id, request.db_url)
     if isinstance(task, BashTask):
-        _run_bash(task, context, on_process_group)
+        _run_bash(task, context, on_process_group, _mapped_values(task, request))
         return None
     if isinstance(task, PythonTask):
-        return _run_python(task, context, request.inputs)
+        value = _run_python(task, context, request.inputs, _mapped_values(task, request))
+        _check_value(task, value)
+        return value
     raise TypeError(f"cannot run task of type {type(task).__name__}")
+
+
+def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
+    """The elements a mapped task's instance runs with, by argument (none if not mapped):
+    from the literal lists in the DAG file, or the upstream values it maps over."""
+    if not task.mapped:
+        return {}
+    lists = [
+        request.inputs.get(v.task.task_id) if isinstance(v, TaskOutput) else v
+        for v in task.mapped.values()
+    ]
+    return dict(zip(task.mapped, mapping.elements(lists, request.map_index), strict=True))
+
+
+def _check_value(task: PythonTask, value: Any) -> None:
+    """A value that readiness acts on must make sense, or the task fails (not a retry: the
+    same code returns the same value): a list to map over for a task others map over, the
+    ids of direct downstream tasks for a branch."""
+    if task.feeds_mapping:
+        problem = mapping.problem(value)
+        if problem:
+            raise NonRetryableError(f"its return value {problem}")
+    if task.choice == "branch":
+        downstream = sorted(
+            t.task_id for t in task.dag.tasks.values() if task.task_id in t.upstream_ids
+        )
+        picked = [] if value is None else [value] if isinstance(value, str) else value
+        if not isinstance(picked, list) or not all(isinstance(p, str) for p in picked):
+            raise NonRetryableError(
+                f"a branch returns a task id, a list of them or None, not {value!r}"
+            )
+        unknown = [p for p in picked if p not in downstream]
+        if unknown:
+            raise NonRetryableError(
+                f"branch chose {unknown[0]!r}, which is not a direct downstream task "
+                f"(those are: {', '.join(downstream) or 'none'})"
+            )
 
 
 def one_line(exc: BaseException) -> str:
@@ -284,12 +330,12 @@ def _encode(value: Any) -> str | None:
 def render(value: Any, names: dict[str, Any]) -> Any:
     """Render Jinja2 templates in strings, recursively through lists and dicts."""
     if isinstance(value, str):
-        if "{{" not in value and "{%" not in value:
+        if not templates.is_template(value):
             return value
         from jinja2 import TemplateError
 
         try:
-            return _templates().from_string(value).render(**names)
+            return templates.environment().from_string(value).render(**names)
         except TemplateError as exc:
             raise NonRetryableError(f"template {value!r}: {exc}") from None
     if isinstance(value, list | tuple):
@@ -297,14 +343,6 @@ def render(value: Any, names: dict[str, Any]) -> Any:
     if isinstance(value, dict):
         return {k: render(v, names) for k, v in value.items()}
     return value
-
-
-@functools.cache
-def _templates():
-    """Jinja2, loaded on the first template: most tasks have none, and it costs an import."""
-    from jinja2 import Environment, StrictUndefined
-
-    return Environment(undefined=StrictUndefined, keep_trailing_newline=True)
 
 
 def _with_params(task: Task, context: TaskContext) -> TaskContext:
@@ -321,7 +359,12 @@ def _with_params(task: Task, context: TaskContext) -> TaskContext:
     return dataclasses.replace(context, params=params)
 
 
-def _run_python(task: PythonTask, context: TaskContext, inputs: dict[str, Any]) -> Any:
+def _run_python(
+    task: PythonTask,
+    context: TaskContext,
+    inputs: dict[str, Any],
+    elements: dict[str, Any] | None = None,
+) -> Any:
     context = _with_params(task, context)
     set_current(context)
 
@@ -330,6 +373,7 @@ def _run_python(task: PythonTask, context: TaskContext, inputs: dict[str, Any]) 
 
     args = [resolve(a) for a in task.args]
     kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
+    kwargs.update(elements or {})
     wanted = _wanted_names(task, context)
     if wanted:
         names = context.names()
@@ -349,11 +393,11 @@ def _wanted_names(task: PythonTask, context: TaskContext) -> tuple[str, ...]:
     if wanted is None:
         known = context.names()
         signature = inspect.signature(task.python_callable)
-        bound = signature.bind_partial(*task.args, **task.kwargs).arguments
+        bound = signature.bind_partial(*task.args, **task.kwargs, **task.mapped).arguments
         found: list[str] = []
         for name, param in signature.parameters.items():
             if param.kind == param.VAR_KEYWORD:
-                taken = {*bound, *task.kwargs, *found}
+                taken = {*bound, *task.kwargs, *task.mapped, *found}
                 found += [k for k in known if k not in taken]
             elif name not in bound and name in known:
                 found.append(name)
@@ -384,12 +428,19 @@ def bash_environment(context: TaskContext, extra: dict[str, str]) -> dict[str, s
 
 
 def _run_bash(
-    task: BashTask, context: TaskContext, on_process_group: Callable[[int], None] | None
+    task: BashTask,
+    context: TaskContext,
+    on_process_group: Callable[[int], None] | None,
+    elements: dict[str, Any] | None = None,
 ) -> None:
+    """Run the task's command (a mapped instance's own ``command``, with its ``env`` on top
+    of the task's) in a process group of its own."""
     context = _with_params(task, context)
     names = context.names()
-    command = render(task.command, names)
-    env = bash_environment(context, {k: render(v, names) for k, v in task.env.items()})
+    elements = elements or {}
+    command = render(str(elements.get("command", task.command)), names)
+    extra = {**task.env, **{str(k): str(v) for k, v in elements.get("env", {}).items()}}
+    env = bash_environment(context, {k: render(v, names) for k, v in extra.items()})
     logging.getLogger("dagrun.task").info("running: %s", command)
     sys.stdout.flush()
     sys.stderr.flush()

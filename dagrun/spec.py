@@ -35,9 +35,17 @@ class TaskSpec:
     depends_on_past: bool = False
     priority_weight: int = 1
     pool: str | None = None
+    #: The task group it belongs to, as the ids of the nested groups joined by dots
+    #: (``outer.inner``); None outside any. Only views read it, to draw the groups.
+    group: str | None = None
     data_inputs: tuple[str, ...] = ()
     #: The events (``CallbackEvent`` values) this task has callbacks for.
     callbacks: tuple[str, ...] = ()
+    #: ``"branch"`` or ``"short_circuit"`` for a task whose value picks its downstream.
+    choice: str | None = None
+    #: A mapped task's expanded arguments, each ``(argument, upstream task id or None,
+    #: length of a literal list or None)``; empty for a task that is not mapped.
+    mapped: tuple[tuple[str, str | None, int | None], ...] = ()
 
     @property
     def max_tries(self) -> int:
@@ -85,6 +93,16 @@ class DagSpec:
     @cached_property
     def task_map(self) -> dict[str, TaskSpec]:
         return {t.task_id: t for t in self.tasks}
+
+    @cached_property
+    def mapped_ids(self) -> frozenset[str]:
+        """The mapped tasks: readiness expands them instead of queueing them."""
+        return frozenset(t.task_id for t in self.tasks if t.mapped)
+
+    @cached_property
+    def choice_ids(self) -> frozenset[str]:
+        """The branch and short-circuit tasks, whose values readiness reads."""
+        return frozenset(t.task_id for t in self.tasks if t.choice)
 
     @cached_property
     def has_task_callbacks(self) -> bool:
@@ -137,6 +155,7 @@ class DagSpec:
                     "upstream": tuple(t["upstream"]),
                     "data_inputs": tuple(t["data_inputs"]),
                     "callbacks": tuple(t.get("callbacks", ())),
+                    "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
                 }
             )
             for t in data.pop("tasks")

@@ -53,6 +53,23 @@ FINISHED_TASK_STATES = frozenset(
 )
 FAILED_TASK_STATES = frozenset({TaskState.FAILED, TaskState.UPSTREAM_FAILED})
 
+#: How a mapped task's instances add up to one state (for readiness and the grid): the
+#: highest rank present decides. One waiting (cleared, or not expanded yet), one
+#: unfinished, one failed, one upstream_failed, one success; else all were skipped.
+_MAPPED_RANK = {
+    **{s: 5 for s in TaskState if s not in FINISHED_TASK_STATES},
+    TaskState.NONE: 6,
+    TaskState.FAILED: 4,
+    TaskState.UPSTREAM_FAILED: 3,
+    TaskState.SUCCESS: 2,
+    TaskState.SKIPPED: 1,
+}
+
+
+def merged(known: TaskState, other: TaskState) -> TaskState:
+    """The state of a mapped task with instances in ``known`` and ``other``."""
+    return other if _MAPPED_RANK[other] > _MAPPED_RANK[known] else known
+
 
 class AttemptOutcome(StrEnum):
     """How one attempt ended; exactly one is recorded for every attempt."""
@@ -91,9 +108,16 @@ class CallbackState(StrEnum):
 
 
 class TriggerRule(StrEnum):
+    """When a task may run given its upstream states, with Airflow's meanings; each is
+    stated as sets in ``dagrun.triggers._RULES``."""
+
     ALL_SUCCESS = "all_success"
     ALL_DONE = "all_done"
     ALL_FAILED = "all_failed"
     ONE_SUCCESS = "one_success"
     ONE_FAILED = "one_failed"
     NONE_FAILED = "none_failed"
+    NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
+    NONE_SKIPPED = "none_skipped"
+    ALL_SKIPPED = "all_skipped"
+    ALWAYS = "always"

@@ -445,7 +445,9 @@ class Worker:
     def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
         task = spec.task_map[claim.task_id]
         inputs = attempts.upstream_values(conn, claim.run_pk, task.data_inputs)
-        request = AttemptRequest(**self._request_fields(claim, spec), inputs=inputs)
+        request = AttemptRequest(
+            **self._request_fields(claim, spec), inputs=inputs, map_index=claim.map_index
+        )
         short = self._is_short(claim.dag_id, claim.task_id)
         return Job(request, task.execution_timeout, payload=claim, short=short)
 

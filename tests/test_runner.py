@@ -192,9 +192,12 @@ def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path
             "ds_nodash",
             "idempotency_key",
             "logical_date",
+            "macros",
             "params",
             "run_id",
             "task_id",
+            "ts",
+            "ts_nodash",
         ]
         assert params == {"team": "a", "day": f"{day:%Y-%m-%d}"}
         got = execute(request(path, "plain", None, conf={"n": n}), cache)

@@ -184,6 +184,54 @@ VERSION_4_FROM_5 = [
 ]
 
 
+def undo_version_6(store: Store) -> None:
+    """A version-5 layout from a new database: one task instance per (run, task), no map
+    index (on SQLite by copying into a table made as version 5 made it)."""
+    if store.dialect == "postgresql":
+        with store.write() as conn:
+            for statement in [
+                "ALTER TABLE task_instance DROP CONSTRAINT uq_task_instance_run_task_map",
+                "ALTER TABLE task_instance DROP COLUMN map_index",
+                "ALTER TABLE task_instance ADD CONSTRAINT uq_task_instance_run_task "
+                "UNIQUE (run_pk, task_id)",
+            ]:
+                conn.exec_driver_sql(statement)
+        return
+    v5 = (
+        schema._TASK_INSTANCE_V6_SQLITE.replace("task_instance_v6", "task_instance_v5")
+        .replace("map_index INTEGER DEFAULT -1 NOT NULL, ", "")
+        .replace(
+            "uq_task_instance_run_task_map UNIQUE (run_pk, task_id, map_index)",
+            "uq_task_instance_run_task UNIQUE (run_pk, task_id)",
+        )
+    )
+    columns = schema._TASK_INSTANCE_COLUMNS
+    _rebuild_sqlite(
+        store,
+        [
+            v5,
+            f"INSERT INTO task_instance_v5 ({columns}) SELECT {columns} FROM task_instance",
+            "DROP TABLE task_instance",
+            "ALTER TABLE task_instance_v5 RENAME TO task_instance",
+            "CREATE INDEX ix_ti_dag_task ON task_instance (dag_id, task_id)",
+            *schema.PARTIAL_INDEXES.values(),
+        ],
+    )
+
+
+def _rebuild_sqlite(store: Store, statements: list[str]) -> None:
+    """Run table rebuilds on the SQLite file with foreign keys off, as a migration does."""
+    db = sqlite3.connect(store.engine.url.database, isolation_level=None)
+    try:
+        db.execute("PRAGMA foreign_keys=OFF")
+        db.execute("BEGIN IMMEDIATE")
+        for statement in statements:
+            db.execute(statement)
+        db.execute("COMMIT")
+    finally:
+        db.close()
+
+
 def undo_version_4(store: Store) -> None:
     """A version-3 layout from a new database. SQLite keeps a table's UNIQUE constraints in
     its definition: the runs are copied into a table made as version 3 made it, with foreign
@@ -199,11 +247,9 @@ def undo_version_4(store: Store) -> None:
         "(dag_id, logical_date), CONSTRAINT uq_dag_run_run_id",
     )
     columns = schema._DAG_RUN_COLUMNS
-    db = sqlite3.connect(store.engine.url.database, isolation_level=None)
-    try:
-        db.execute("PRAGMA foreign_keys=OFF")
-        db.execute("BEGIN IMMEDIATE")
-        for statement in [
+    _rebuild_sqlite(
+        store,
+        [
             v3,
             f"INSERT INTO dag_run_v3 ({columns}) SELECT {columns} FROM dag_run",
             "DROP TABLE dag_run",
@@ -212,20 +258,20 @@ def undo_version_4(store: Store) -> None:
             "CREATE INDEX ix_dag_run_state ON dag_run (state)",
             "DROP INDEX ix_audit_log_dag_at",
             "ALTER TABLE audit_log DROP COLUMN run_id",
-        ]:
-            db.execute(statement)
-        db.execute("COMMIT")
-    finally:
-        db.close()
+        ],
+    )
 
 
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
     """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
     and adds late results and good sources (3), lets manual runs share a logical date and
-    the audit log name runs (4), keeps every run, task instance and attempt, records 4."""
+    the audit log name runs (4), adds the callback outbox and task caps (5) and map indexes
+    (6), keeps every run, task instance and attempt, records 6."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
+    store.dispose()
+    undo_version_6(store)
     with store.write() as conn:
         for statement in VERSION_4_FROM_5:
             conn.exec_driver_sql(statement)
@@ -239,7 +285,7 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 5
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 6
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
             run_indexes = {i["name"] for i in inspect(conn).get_indexes("dag_run")}
@@ -248,10 +294,12 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
             assert {"log_offset", "log_length", "late_result"} <= columns
             columns = {c["name"] for c in inspect(conn).get_columns("task_instance")}
             assert "infra_failures" in columns and "lease_losses" not in columns
-            assert "capped" in columns
+            assert {"capped", "map_index"} <= columns
             indexes = {i["name"] for i in inspect(conn).get_indexes("task_instance")}
             expected = {i.name for i in ti.indexes} | set(schema.PARTIAL_INDEXES)
-            assert indexes - {"uq_task_instance_run_task"} == expected
+            assert indexes - {"uq_task_instance_run_task_map"} == expected
+            uniques = inspect(conn).get_unique_constraints("task_instance")
+            assert [u["column_names"] for u in uniques] == [["run_pk", "task_id", "map_index"]]
         assert count(migrated, task_attempt) == attempts > 0
         assert count(migrated, ti) == tis > 0
         claimed, _ = claim(migrated)  # the migrated database works as a new one does

@@ -1,4 +1,5 @@
-"""Tests for dagrun.triggers: trigger rules, cascades, depends_on_past and run outcomes."""
+"""Tests for dagrun.triggers: trigger rules, cascades, branch and short-circuit choices,
+depends_on_past and run outcomes."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import pytest
 
 from dagrun.spec import DagSpec, TaskSpec
 from dagrun.states import RunState, TaskState, TriggerRule
-from dagrun.triggers import evaluate, run_outcome
+from dagrun.triggers import Decisions, evaluate, run_outcome
 
 S, F, UF, K = TaskState.SUCCESS, TaskState.FAILED, TaskState.UPSTREAM_FAILED, TaskState.SKIPPED
 R, N, Q, Y = TaskState.RUNNING, TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY
@@ -45,7 +46,11 @@ def verdict(rule: str, upstream_states: tuple[TaskState, ...]) -> str | None:
     names = [f"u{i}" for i in range(len(upstream_states))]
     spec = make_spec(*(t(n) for n in names), t("t", *names, rule=rule))
     states = {**dict(zip(names, upstream_states, strict=True)), "t": N}
-    decisions = evaluate(spec, states)
+    return verdict_of("t", evaluate(spec, states))
+
+
+def verdict_of(task_id: str, decisions: Decisions) -> str | None:
+    """The one decision ``decisions`` holds for ``task_id``, or WAIT."""
     found = [
         state
         for state, ids in (
@@ -53,7 +58,7 @@ def verdict(rule: str, upstream_states: tuple[TaskState, ...]) -> str | None:
             ("upstream_failed", decisions.upstream_failed),
             ("skipped", decisions.skip),
         )
-        if "t" in ids
+        if task_id in ids
     ]
     assert len(found) <= 1
     return found[0] if found else WAIT
@@ -107,6 +112,36 @@ RULE_CASES = [
     ("none_failed", (UF, S), "upstream_failed"),
     ("none_failed", (S, R), WAIT),
     ("none_failed", (K, Y), WAIT),
+    ("none_failed_min_one_success", (S, K), QUEUED),
+    ("none_failed_min_one_success", (S, S), QUEUED),
+    ("none_failed_min_one_success", (S,), QUEUED),
+    ("none_failed_min_one_success", (K, K), "skipped"),
+    ("none_failed_min_one_success", (K,), "skipped"),
+    ("none_failed_min_one_success", (S, F), "upstream_failed"),
+    ("none_failed_min_one_success", (K, UF), "upstream_failed"),
+    ("none_failed_min_one_success", (S, R), WAIT),
+    ("none_failed_min_one_success", (K, N), WAIT),
+    ("none_failed_min_one_success", (F, Y), WAIT),
+    ("none_skipped", (S, S), QUEUED),
+    ("none_skipped", (S, F), QUEUED),
+    ("none_skipped", (F, UF), QUEUED),
+    ("none_skipped", (S, K), "skipped"),
+    ("none_skipped", (F, K), "skipped"),
+    ("none_skipped", (K, K), "skipped"),
+    ("none_skipped", (S, R), WAIT),
+    ("none_skipped", (K, Q), WAIT),
+    ("all_skipped", (K, K), QUEUED),
+    ("all_skipped", (K,), QUEUED),
+    ("all_skipped", (K, S), "skipped"),
+    ("all_skipped", (K, F), "skipped"),
+    ("all_skipped", (UF, UF), "skipped"),
+    ("all_skipped", (K, R), WAIT),
+    ("all_skipped", (S, N), WAIT),
+    ("always", (S, S), QUEUED),
+    ("always", (F, K), QUEUED),
+    ("always", (N, N), QUEUED),
+    ("always", (R, Q), QUEUED),
+    ("always", (Y, UF), QUEUED),
 ]
 
 
@@ -132,29 +167,44 @@ def test_a_root_task_is_queued_whatever_its_rule(rule):
 def _fires(rule: str, states: tuple[TaskState, ...]) -> bool:
     """Independent statement of when each rule runs its task (DESIGN section 2)."""
     done = all(s.finished for s in states)
+    failed = any(s in FAILED_STATES for s in states)
     return {
         "all_success": all(s == S for s in states),
         "all_done": done,
         "all_failed": all(s in FAILED_STATES for s in states),
-        "one_success": any(s == S for s in states),
-        "one_failed": any(s in FAILED_STATES for s in states),
-        "none_failed": done and not any(s in FAILED_STATES for s in states),
+        "one_success": S in states,
+        "one_failed": failed,
+        "none_failed": done and not failed,
+        "none_failed_min_one_success": done and not failed and S in states,
+        "none_skipped": done and K not in states,
+        "all_skipped": all(s == K for s in states),
+        "always": True,
     }[rule]
+
+
+#: The rules under which an upstream failure fails the task rather than skipping it.
+FAILURE_PROPAGATES = {"all_success", "one_success", "none_failed", "none_failed_min_one_success"}
+
+
+def _expected(rule: str, states: tuple[TaskState, ...]) -> str | None:
+    """Queued when the rule fires; otherwise wait while an upstream is unfinished, then
+    upstream_failed if the rule propagates a failure that happened, else skipped."""
+    if _fires(rule, states):
+        return QUEUED
+    if not all(s.finished for s in states):
+        return WAIT
+    if rule in FAILURE_PROPAGATES and any(s in FAILED_STATES for s in states):
+        return "upstream_failed"
+    return "skipped"
 
 
 @pytest.mark.parametrize("rule", [r.value for r in TriggerRule])
 def test_every_state_combination_obeys_the_rule(rule):
-    """Exhaustive over three upstreams: queued exactly when the rule fires; waits only while
-    an upstream is unfinished; never skipped or failed before every upstream finished."""
-    for combo in itertools.product(list(TaskState), repeat=3):
-        got = verdict(rule, combo)
-        assert (got == QUEUED) == _fires(rule, combo), (rule, combo, got)
-        if got in ("upstream_failed", "skipped"):
-            assert all(s.finished for s in combo), (rule, combo, got)
-        if got is WAIT:
-            assert not all(s.finished for s in combo), (rule, combo)
-        if got == "upstream_failed":
-            assert any(s in FAILED_STATES for s in combo), (rule, combo)
+    """Exhaustive over one to three upstreams: every combination of states gets exactly the
+    verdict the independent statement of the rule gives."""
+    for size in (1, 2, 3):
+        for combo in itertools.product(list(TaskState), repeat=size):
+            assert verdict(rule, combo) == _expected(rule, combo), (rule, combo)
 
 
 # ---------------------------------------------------------------- cascades
@@ -207,6 +257,127 @@ def test_diamond_waits_for_both_branches():
     spec = make_spec(t("a"), t("b", "a"), t("c", "a"), t("d", "b", "c"))
     assert evaluate(spec, {"a": S, "b": S, "c": R, "d": N}).queue == []
     assert evaluate(spec, {"a": S, "b": S, "c": S, "d": N}).queue == ["d"]
+
+
+# ---------------------------------------------------------------- branch and short-circuit
+
+
+def branch_spec(join_rule: str) -> DagSpec:
+    """branch >> [a, b >> b2] >> join: two paths, one of them two tasks long."""
+    return make_spec(
+        t("branch"),
+        t("a", "branch"),
+        t("b", "branch"),
+        t("b2", "b"),
+        t("join", "a", "b2", rule=join_rule),
+    )
+
+
+@pytest.mark.parametrize(
+    ("join_rule", "join_verdict"),
+    [("none_failed_min_one_success", QUEUED), ("all_success", "skipped")],
+)
+def test_a_branch_skips_the_path_it_did_not_choose(join_rule, join_verdict):
+    spec = branch_spec(join_rule)
+    choices = {"branch": frozenset({"a"})}
+    states = {"branch": S, "a": N, "b": N, "b2": N, "join": N}
+    first = evaluate(spec, states, choices=choices)
+    assert first.queue == ["a"]
+    assert first.skip == ["b", "b2"]
+    assert first.run_state is None
+    after = {**states, "a": S, "b": K, "b2": K}
+    assert verdict_of("join", evaluate(spec, after, choices=choices)) == join_verdict
+
+
+def test_a_branch_choosing_nothing_skips_every_direct_downstream_whatever_its_rule():
+    spec = make_spec(
+        t("branch"),
+        t("a", "branch", rule="all_done"),
+        t("b", "branch", rule="always"),
+        t("c", "branch", rule="none_skipped"),
+        t("after", "a", "b", "c", rule="all_done"),
+    )
+    states = {"branch": S, "a": N, "b": N, "c": N, "after": N}
+    decisions = evaluate(spec, states, choices={"branch": frozenset()})
+    assert decisions.skip == ["a", "b", "c"]
+    assert decisions.queue == ["after"]
+
+
+def test_a_chosen_task_follows_its_own_rule():
+    spec = make_spec(
+        t("branch"),
+        t("broken"),
+        t("chosen", "branch", "broken", rule="all_done"),
+        t("other", "branch", "broken", rule="all_done"),
+    )
+    states = {"branch": S, "broken": F, "chosen": N, "other": N}
+    decisions = evaluate(spec, states, choices={"branch": frozenset({"chosen"})})
+    assert decisions.queue == ["chosen"]
+    assert decisions.skip == ["other"]
+
+
+def test_a_branch_does_not_skip_a_direct_downstream_that_is_also_below_its_choice():
+    spec = make_spec(t("branch"), t("work", "branch"), t("join", "branch", "work"))
+    choices = {"branch": frozenset({"work"})}
+    first = evaluate(spec, {"branch": S, "work": N, "join": N}, choices=choices)
+    assert (first.queue, first.skip) == (["work"], [])
+    after = evaluate(spec, {"branch": S, "work": S, "join": N}, choices=choices)
+    assert after.queue == ["join"]
+
+
+def test_a_choice_skips_only_tasks_still_waiting():
+    spec = branch_spec("all_success")
+    states = {"branch": S, "a": N, "b": R, "b2": N, "join": N}
+    decisions = evaluate(spec, states, choices={"branch": frozenset({"a"})})
+    assert decisions.queue == ["a"]
+    assert decisions.skip == []
+
+
+def short_circuit_spec() -> DagSpec:
+    """check >> a >> cleanup (all_done) >> report (always), beside an independent chain."""
+    return make_spec(
+        t("check"),
+        t("a", "check"),
+        t("cleanup", "a", rule="all_done"),
+        t("report", "cleanup", rule="always"),
+        t("other"),
+        t("after_other", "other"),
+    )
+
+
+SHORT_CIRCUIT_STATES = {
+    "check": S,
+    "a": N,
+    "cleanup": N,
+    "report": N,
+    "other": S,
+    "after_other": N,
+}
+
+
+def test_a_falsy_short_circuit_skips_everything_below_it_whatever_the_rules():
+    decisions = evaluate(short_circuit_spec(), SHORT_CIRCUIT_STATES, choices={"check": None})
+    assert decisions.skip == ["a", "cleanup", "report"]
+    assert decisions.queue == ["after_other"]
+    assert decisions.run_state is None
+
+
+def test_a_truthy_short_circuit_is_absent_and_changes_nothing():
+    spec = short_circuit_spec()
+    decisions = evaluate(spec, SHORT_CIRCUIT_STATES, choices={})
+    assert decisions == evaluate(spec, SHORT_CIRCUIT_STATES)
+    assert decisions.queue == ["a", "report", "after_other"]
+    assert decisions.skip == []
+
+
+@pytest.mark.parametrize("choices", [None, {}])
+def test_without_choices_every_path_follows_its_rules(choices):
+    spec = branch_spec("all_success")
+    states = {"branch": S, "a": N, "b": N, "b2": N, "join": N}
+    decisions = evaluate(spec, states, choices=choices)
+    assert decisions == evaluate(spec, states)
+    assert decisions.queue == ["a", "b"]
+    assert decisions.skip == []
 
 
 # ---------------------------------------------------------------- depends_on_past

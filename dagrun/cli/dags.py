@@ -8,6 +8,7 @@ import click
 
 from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
 from dagrun.errors import UsageError
+from dagrun.graph_export import RENDERERS
 from dagrun.instants import iso, parse_cli_instant
 from dagrun.store import audit, reads, registry
 
@@ -94,22 +95,44 @@ def _short(path: str, folder: str) -> str:
 
 @dags.command("show")
 @click.argument("dag_id")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["text", *RENDERERS]),
+    default="text",
+    show_default=True,
+    help="A table, or the graph as JSON, Graphviz DOT or a Mermaid flowchart.",
+)
 @pass_app
-def show_dag(app: App, dag_id: str) -> None:
-    """Tasks in topological order with their upstreams."""
+def show_dag(app: App, dag_id: str, fmt: str) -> None:
+    """Tasks in topological order with their upstreams (and groups), or the graph drawn."""
     app.sync()
     with app.store.read() as conn:
         row = reads.get_dag(conn, dag_id)
+    if fmt == "text":
+        _show_table(row)
+    else:
+        click.echo(RENDERERS[fmt](row.spec))
+
+
+def _show_table(row: reads.DagRow) -> None:
     spec = row.spec
     click.echo(f"DAG {spec.dag_id}  schedule {spec.schedule_text}  timezone {spec.timezone}")
     click.echo(f"file {row.fileloc}")
-    echo_table(
-        ["#", "task_id", "kind", "upstream", "trigger_rule", "retries"],
-        [
-            [i, t.task_id, t.kind, ", ".join(t.upstream) or "-", t.trigger_rule, t.retries]
-            for i, t in enumerate(spec.tasks, 1)
-        ],
-    )
+    headers = ["#", "task_id", "group", "kind", "upstream", "trigger_rule", "retries"]
+    rows = [
+        [i, t.task_id, t.group or "-", t.kind, _names(t.upstream), t.trigger_rule, t.retries]
+        for i, t in enumerate(spec.tasks, 1)
+    ]
+    if not any(t.group for t in spec.tasks):  # a DAG without groups keeps its old table
+        headers.remove("group")
+        for line in rows:
+            del line[2]
+    echo_table(headers, rows)
+
+
+def _names(task_ids: tuple[str, ...]) -> str:
+    return ", ".join(task_ids) or "-"
 
 
 @dags.command("next")

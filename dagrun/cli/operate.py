@@ -187,6 +187,7 @@ def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_j
                 "tasks": [
                     {
                         "task_id": t.task_id,
+                        "map_index": t.map_index,
                         "state": t.state,
                         "try_number": t.try_number,
                         "duration": t.duration,

@@ -357,10 +357,18 @@ def print_run(app: App, run_row: reads.RunRow) -> None:
     with app.store.read() as conn:
         tasks = reads.task_instances(conn, [run_row.id])
     click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
+    mapped = any(t.map_index >= 0 for t in tasks)
     echo_table(
-        ["task_id", "state", "try", "duration", "error"],
+        ["task_id", *(["index"] if mapped else []), "state", "try", "duration", "error"],
         [
-            [t.task_id, t.state, t.try_number, fmt_seconds(t.duration), t.last_error or ""]
+            [
+                t.task_id,
+                *([t.map_index if t.map_index >= 0 else ""] if mapped else []),
+                t.state,
+                t.try_number,
+                fmt_seconds(t.duration),
+                t.last_error or "",
+            ]
             for t in tasks
         ],
     )
@@ -373,6 +381,12 @@ def print_run(app: App, run_row: reads.RunRow) -> None:
 @click.option("--tasks", "pattern", default=None, help="Regex on task ids.")
 @click.option("--downstream", is_flag=True, help="Also clear everything downstream.")
 @click.option("--failed-only", is_flag=True, help="Only failed and upstream-failed tasks.")
+@click.option(
+    "--map-index",
+    type=click.IntRange(0),
+    default=None,
+    help="Only this index of the chosen mapped tasks.",
+)
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
 @pass_app
 def clear(
@@ -383,6 +397,7 @@ def clear(
     pattern: str | None,
     downstream: bool,
     failed_only: bool,
+    map_index: int | None,
     yes: bool,
 ) -> None:
     """Reset task instances so they run again."""
@@ -394,13 +409,16 @@ def clear(
         tis = reads.task_instances(conn, [r.id for r in chosen_runs])
     failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
     selection: dict[int, set[str]] = {}
+    count = 0
     for t in tis:
-        if t.task_id in chosen and (not failed_only or t.state in failed):
+        if t.task_id not in chosen or (failed_only and t.state not in failed):
+            continue
+        if map_index is None or t.map_index == map_index:
             selection.setdefault(t.run_pk, set()).add(t.task_id)
+            count += 1
     if not selection:
         click.echo("nothing to clear")
         return
-    count = sum(len(v) for v in selection.values())
     if not yes:
         click.confirm(
             f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}?", abort=True
@@ -408,7 +426,7 @@ def clear(
     with app.store.write() as conn:
         now = app.store.now(conn)
         runs.lock_dag(conn, dag_id)
-        manual.clear_runs(conn, spec, selection, now)
+        manual.clear_runs(conn, spec, selection, now, map_index)
         audit.record(
             app.store,
             conn,
@@ -419,6 +437,7 @@ def clear(
             pattern=pattern,
             downstream=downstream,
             failed_only=failed_only,
+            map_index=map_index,
             tasks=count,
         )
     run_ids = [r.run_id for r in chosen_runs if r.id in selection]

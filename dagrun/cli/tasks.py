@@ -148,6 +148,12 @@ def test_task(app: App, dag_id: str, task_id: str, date: str, conf_text: str | N
     type=click.Choice([s.value for s in (TaskState.SUCCESS, TaskState.FAILED, TaskState.SKIPPED)]),
 )
 @click.option("--downstream", is_flag=True, help="Mark every task downstream of it too.")
+@click.option(
+    "--map-index",
+    type=click.IntRange(0),
+    default=None,
+    help="The index of a mapped task.",
+)
 @pass_app
 def mark(
     app: App,
@@ -157,10 +163,12 @@ def mark(
     run_id: str | None,
     state: str,
     downstream: bool,
+    map_index: int | None,
 ) -> None:
     """Set a task instance's state by hand (a running attempt is stopped). Tasks downstream
     that were upstream_failed or skipped are decided again: marking a failed task success
-    lets its downstream run (a finished run reopens for it)."""
+    lets its downstream run (a finished run reopens for it). ``--map-index`` marks one index
+    of a mapped task (with --downstream, of the mapped tasks downstream too)."""
     spec = app.spec(dag_id)
     if task_id not in spec.task_map:
         raise TaskNotFound(dag_id, task_id)
@@ -169,8 +177,11 @@ def mark(
         row = pick_run(conn, spec, run_id, date_)
         reason = f"marked {state} by hand"
         now = app.store.now(conn)
-        change = manual.mark_tasks(conn, spec, row.id, chosen, TaskState(state), reason, now)
+        wanted = TaskState(state)
+        change = manual.mark_tasks(conn, spec, row.id, chosen, wanted, reason, now, map_index)
         detail = {"task_id": task_id, "state": state, "downstream": downstream}
+        if map_index is not None:
+            detail["map_index"] = map_index
         audit.record(app.store, conn, "mark_task", dag_id, row.run_id, **detail, **change.detail())
     click.echo(
         f"marked {change.tasks} task instance(s) of run {row.run_id} {state}"
@@ -242,6 +253,12 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
     default=None,
     help="Attempt number (default: the latest).",
 )
+@click.option(
+    "--map-index",
+    type=click.IntRange(0),
+    default=None,
+    help="The index of a mapped task.",
+)
 @pass_app
 def logs(
     app: App,
@@ -250,12 +267,13 @@ def logs(
     date: str | None,
     run_id: str | None,
     try_number: int | None,
+    map_index: int | None,
 ) -> None:
     """Print an attempt's log (of the run at DATE, or --run-id), then its callbacks' logs."""
     spec = app.spec(dag_id)
     with app.store.read() as conn:
         run = pick_run(conn, spec, run_id, date)
-        ti = reads.task_instance(conn, run, task_id)
+        ti = reads.task_instance(conn, run, task_id, map_index)
         attempts = reads.attempts(conn, ti.id)
     if not attempts:
         raise UsageError(f"{dag_id}.{task_id} has not run at {run.logical_date.isoformat()}")

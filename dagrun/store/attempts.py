@@ -54,6 +54,7 @@ class Claim:
     conf: dict = field(default_factory=dict)
     failures: int = 0
     infra_failures: int = 0
+    map_index: int = -1
 
 
 def claim(
@@ -135,16 +136,14 @@ def _claim_from(row: Any, run: Any) -> Claim:
         conf=json.loads(run.conf) if run.conf else {},
         failures=row.failures,
         infra_failures=row.infra_failures,
+        map_index=row.map_index,
     )
 
 
 def upstream_values(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> dict[str, Any]:
-    """The return values of upstream tasks in the same run (TaskFlow data passing)."""
-    task_ids = list(task_ids)
-    if not task_ids:
-        return {}
-    rows = sql.tuples(conn, q.UPSTREAM_VALUES, {"b_run_pk": run_pk, "b_task_ids": task_ids})
-    return {task_id: json.loads(value) if value else None for task_id, value in rows}
+    """The return values of upstream tasks in the same run (TaskFlow data passing); a
+    mapped task's as a list in index order."""
+    return runs.values_of(conn, run_pk, task_ids)
 
 
 def stopped_by_hand(conn: Connection, leases: Iterable[tuple[int, int]]) -> set[tuple[int, int]]:

@@ -106,24 +106,27 @@ def mark_tasks(
     state: TaskState,
     reason: str,
     now: datetime,
+    map_index: int | None = None,
 ) -> Change:
     """Set task instances of a run to ``state`` by hand (running ones are stopped with
     ``reason``), decide the tasks downstream of them again, and settle the run: advance it
     if running, reopen it if finished and a task can run now, or give it the state its
-    tasks now add up to."""
+    tasks now add up to. ``map_index`` picks one index of mapped tasks (else all)."""
     before = _lock_run(conn, run_pk)
     ensure_task_instances(conn, spec, [run_pk])
     chosen = sorted(task_ids)
-    stopped = _stop(conn, run_pk, chosen, state, reason, now)
+    stopped = _stop(conn, run_pk, chosen, state, reason, now, map_index)
     params = {
         "b_run_pk": run_pk,
         "b_task_ids": chosen,
         "b_state": state.value,
         "b_now": now,
         "b_error": reason,
+        **_index(map_index),
     }
     others = [s for s in _NOT_RUNNING if s != state.value]
-    tasks = sql.execute(conn, q.MARK_TASKS, {**params, "b_from": others}).rowcount
+    statement = q.MARK_TASKS if map_index is None else q.MARK_TASK_INDEX
+    tasks = sql.execute(conn, statement, {**params, "b_from": others}).rowcount
     downstream = sorted(spec.descendants(task_ids) - task_ids)
     if downstream:
         sql.execute(conn, q.REEVALUATE_TASKS, {"b_run_pk": run_pk, "b_task_ids": downstream})
@@ -136,18 +139,21 @@ def clear_runs(
     spec: DagSpec,
     selection: dict[int, set[str] | None],
     now: datetime,
+    map_index: int | None = None,
 ) -> tuple[int, int]:
-    """Reset the chosen task instances of each run (all of them for None) so they run again.
+    """Reset the chosen task instances of each run (all of them for None) so they run again;
+    ``map_index`` picks one index of mapped tasks (else all of them).
 
     Running instances are left alone (they finish or are reaped first). A finished run goes
     back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
     """
     cleared_tasks = 0
+    statement = q.CLEAR_TASKS if map_index is None else q.CLEAR_TASK_INDEX
     for run_pk, task_ids in sorted(selection.items()):
         ensure_task_instances(conn, spec, [run_pk])
         chosen = sorted(spec.task_map if task_ids is None else task_ids)
-        params = {"b_run_pk": run_pk, "b_task_ids": chosen}
-        cleared_tasks += sql.execute(conn, q.CLEAR_TASKS, params).rowcount
+        params = {"b_run_pk": run_pk, "b_task_ids": chosen, **_index(map_index)}
+        cleared_tasks += sql.execute(conn, statement, params).rowcount
         sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})
         advance_runs(conn, {run_pk: spec}, now)
     return len(selection), cleared_tasks
@@ -199,11 +205,13 @@ def _stop(
     state: TaskState,
     reason: str,
     now: datetime,
+    map_index: int | None = None,
 ) -> int:
     """Take running task instances away from their attempts: the task instance gets
     ``state``, the attempt ends ``failed`` with ``reason``. Returns how many were stopped."""
-    params = {"b_run_pk": run_pk, "b_task_ids": task_ids, "b_now": now}
-    stopped = sql.tuples(conn, q.STOP_TASKS, {**params, "b_state": state.value, "b_error": reason})
+    params = {"b_run_pk": run_pk, "b_task_ids": task_ids, "b_now": now, **_index(map_index)}
+    statement = q.STOP_TASKS if map_index is None else q.STOP_TASK_INDEX
+    stopped = sql.tuples(conn, statement, {**params, "b_state": state.value, "b_error": reason})
     sql.execute_many(
         conn,
         q.END_ATTEMPT,
@@ -220,6 +228,11 @@ def _stop(
         ],
     )
     return len(stopped)
+
+
+def _index(map_index: int | None) -> dict[str, int]:
+    """The parameter of a statement picking one index of mapped tasks, if one is picked."""
+    return {} if map_index is None else {"b_map_index": map_index}
 
 
 def _settle(

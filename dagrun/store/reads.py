@@ -17,7 +17,7 @@ from sqlalchemy import Connection, bindparam, func, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
 from dagrun.spec import DagSpec, spec_from
-from dagrun.states import ACTIVE_RUN_STATES, RunState, RunType, TaskState
+from dagrun.states import ACTIVE_RUN_STATES, RunState, RunType, TaskState, merged
 from dagrun.store import sql
 from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt
 from dagrun.store.schema import task_instance as ti
@@ -360,22 +360,52 @@ class TaskRow:
     last_error: str | None
     fence_token: int
     lease_owner: str | None
+    map_index: int = -1
 
 
 _TASKS = select(*_columns(ti, TaskRow))
 
 
 def task_instances(conn: Connection, run_pks: list[int]) -> list[TaskRow]:
-    """The task instances of many runs in one query."""
+    """The task instances of many runs in one query: in the order each task's first
+    instance was made, a mapped task's indexes together and in order."""
     if not run_pks:
         return []
     stmt = _TASKS.where(ti.c.run_pk.in_(run_pks)).order_by(ti.c.run_pk, ti.c.id)
-    return [TaskRow(*r) for r in sql.tuples(conn, stmt)]
+    rows = [TaskRow(*r) for r in sql.tuples(conn, stmt)]
+    first: dict[tuple[int, str], int] = {}
+    for r in rows:
+        first.setdefault((r.run_pk, r.task_id), r.id)
+    return sorted(rows, key=lambda r: (r.run_pk, first[r.run_pk, r.task_id], r.map_index))
 
 
-def task_instance(conn: Connection, run: RunRow, task_id: str) -> TaskRow:
-    stmt = _TASKS.where(ti.c.run_pk == run.id, ti.c.task_id == task_id)
-    return _one(conn, stmt, TaskRow, TaskNotFound(run.dag_id, task_id))
+class MappedTaskError(UsageError):
+    """A mapped task has several instances in a run: the operator must pick one."""
+
+    def __init__(self, task_id: str, indexes: list[int]):
+        super().__init__(
+            f"task '{task_id}' is mapped ({len(indexes)} instances, "
+            f"indexes {indexes[0]}..{indexes[-1]}): pick one with --map-index"
+        )
+        self.task_id = task_id
+
+
+def task_instance(
+    conn: Connection, run: RunRow, task_id: str, map_index: int | None = None
+) -> TaskRow:
+    """The task's instance in the run; a mapped task's index ``map_index`` (which may be
+    left out only when the task has a single instance)."""
+    stmt = _TASKS.where(ti.c.run_pk == run.id, ti.c.task_id == task_id).order_by(ti.c.map_index)
+    rows = [TaskRow(*r) for r in sql.tuples(conn, stmt)]
+    if map_index is not None:
+        rows = [r for r in rows if r.map_index == map_index]
+        if not rows:
+            raise UsageError(f"task '{task_id}' has no map index {map_index} in this run")
+    if not rows:
+        raise TaskNotFound(run.dag_id, task_id)
+    if len(rows) > 1:
+        raise MappedTaskError(task_id, [r.map_index for r in rows])
+    return rows[0]
 
 
 @dataclass(frozen=True)
@@ -419,8 +449,27 @@ def grid_page(conn: Connection, dag_id: str, before: datetime | None, limit: int
     indexed statements whatever the DAG's history (runs, the newer page, the cells)."""
     page, older = run_page(conn, dag_id, before, limit)
     has_newer, newer_before = _newer_page(conn, dag_id, page, before, limit)
-    cells = {(c.run_pk, c.task_id): c for c in grid_cells(conn, [r.id for r in page])}
+    cells: dict[tuple[int, str], Cell] = {}
+    for c in grid_cells(conn, [r.id for r in page]):
+        known = cells.get((c.run_pk, c.task_id))
+        cells[c.run_pk, c.task_id] = c if known is None else _merged_cell(known, c)
     return GridPage(page, cells, older, has_newer, newer_before)
+
+
+def _merged_cell(known: Cell, other: Cell) -> Cell:
+    """One cell for a mapped task's instances: the state they add up to, the most tries,
+    the earliest start and the longest duration."""
+    starts = [d for d in (known.start_date, other.start_date) if d is not None]
+    durations = [d for d in (known.duration, other.duration) if d is not None]
+    return Cell(
+        known.run_pk,
+        known.task_id,
+        merged(TaskState(known.state), TaskState(other.state)).value,
+        max(known.try_number, other.try_number),
+        max(known.max_tries, other.max_tries),
+        min(starts) if starts else None,
+        max(durations) if durations else None,
+    )
 
 
 def _newer_page(

@@ -15,11 +15,13 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable
 from datetime import datetime, timedelta
+from typing import Any
 
 from sqlalchemy import Connection
 
-from dagrun.spec import DagSpec
-from dagrun.states import RunState, RunType, TaskState
+from dagrun import mapping
+from dagrun.spec import DagSpec, TaskSpec
+from dagrun.states import RunState, RunType, TaskState, merged
 from dagrun.store import callbacks, sql
 from dagrun.store import statements as q
 from dagrun.store.engine import capabilities
@@ -204,21 +206,22 @@ def _next_waiting(
 
 def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -> None:
     """Insert the missing task instances (state none) of each run."""
-    rows = [
-        {
-            "b_run_pk": pk,
-            "b_dag_id": spec.dag_id,
-            "b_task_id": t.task_id,
-            "b_state": TaskState.NONE.value,
-            "b_max_tries": t.max_tries,
-            "b_priority_weight": t.priority_weight,
-            "b_pool": t.pool,
-            "b_capped": spec.max_active_tasks is not None,
-        }
-        for pk in run_pks
-        for t in spec.tasks
-    ]
+    rows = [_task_row(spec, t, pk) for pk in run_pks for t in spec.tasks]
     sql.execute_many(conn, q.INSERT_TASK_INSTANCES, rows)
+
+
+def _task_row(spec: DagSpec, task: TaskSpec, run_pk: int, map_index: int = -1) -> dict:
+    return {
+        "b_run_pk": run_pk,
+        "b_dag_id": spec.dag_id,
+        "b_task_id": task.task_id,
+        "b_state": TaskState.NONE.value,
+        "b_max_tries": task.max_tries,
+        "b_priority_weight": task.priority_weight,
+        "b_pool": task.pool,
+        "b_capped": spec.max_active_tasks is not None,
+        "b_map_index": map_index,
+    }
 
 
 def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
@@ -263,18 +266,65 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
         return {}
     locked = dict(sql.tuples(conn, q.LOCK_RUNS, {"b_run_pks": pks}))
     running = [pk for pk in pks if locked.get(pk) == RunState.RUNNING.value]
-    states: dict[int, dict[str, TaskState]] = {pk: {} for pk in running}
-    if running:
-        for run_pk, task_id, state in sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": running}):
-            states[run_pk][task_id] = _TASK_STATES[state]
+    states = _task_states(conn, running)
     decided: dict[int, Decisions] = {}
     for pk in running:
         spec = runs[pk]
         past = _past_ok(conn, spec, pk) if _needs_past(spec, states[pk]) else None
-        decided[pk] = evaluate(spec, states[pk], past)
-    _apply(conn, decided, now)
+        chosen = _choices(conn, spec, pk, states[pk]) if spec.choice_ids else None
+        decided[pk] = evaluate(spec, states[pk], past, choices=chosen)
+    again = _apply(conn, decided, runs, now)
     _end_runs(conn, decided, runs, states, now)
+    if again:  # a mapped task ended when it expanded: what follows it is decided now
+        decided.update(advance_runs(conn, {pk: runs[pk] for pk in again}, now))
     return decided
+
+
+def _task_states(conn: Connection, run_pks: list[int]) -> dict[int, dict[str, TaskState]]:
+    """Each run's task states by task id; a mapped task's is what its indexes add up to."""
+    states: dict[int, dict[str, TaskState]] = {pk: {} for pk in run_pks}
+    if run_pks:
+        for run_pk, task_id, state in sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": run_pks}):
+            found = states[run_pk]
+            known = found.get(task_id)
+            found[task_id] = (
+                _TASK_STATES[state] if known is None else merged(known, _TASK_STATES[state])
+            )
+    return states
+
+
+def values_of(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> dict[str, Any]:
+    """The return values of some tasks of a run (JSON-decoded); a mapped task's as the list
+    of its indexes' values, in index order."""
+    task_ids = sorted(set(task_ids))
+    if not task_ids:
+        return {}
+    found: dict[str, Any] = {}
+    params = {"b_run_pk": run_pk, "b_task_ids": task_ids}
+    for task_id, map_index, value in sql.tuples(conn, q.UPSTREAM_VALUES, params):
+        decoded = json.loads(value) if value else None
+        if map_index < 0:
+            found[task_id] = decoded
+        else:
+            found.setdefault(task_id, []).append(decoded)
+    return found
+
+
+def _choices(
+    conn: Connection, spec: DagSpec, run_pk: int, states: dict[str, TaskState]
+) -> dict[str, frozenset[str] | None]:
+    """What the run's succeeded branch and short-circuit tasks chose (see ``evaluate``): a
+    branch, the downstream ids it returned; a short-circuit that returned a falsy value,
+    None (skip all downstream). A truthy short-circuit chose nothing to skip."""
+    done = [t for t in spec.choice_ids if states.get(t) == TaskState.SUCCESS]
+    chosen: dict[str, frozenset[str] | None] = {}
+    for task_id, value in values_of(conn, run_pk, done).items():
+        if spec.task_map[task_id].choice == "branch":
+            picked = [] if value is None else [value] if isinstance(value, str) else value
+            chosen[task_id] = frozenset(picked)
+        elif not value:
+            chosen[task_id] = None
+    return chosen
 
 
 def next_run(conn: Connection, dag_id: str, run_pk: int) -> int | None:
@@ -290,21 +340,74 @@ def announce_work(conn: Connection) -> None:
         sql.execute(conn, q.ANNOUNCE_WORK)
 
 
-def _apply(conn: Connection, decided: dict[int, Decisions], now: datetime) -> None:
-    """Write the decisions of ``advance_runs``: one batched statement per kind of change."""
+def _apply(
+    conn: Connection, decided: dict[int, Decisions], specs: dict[int, DagSpec], now: datetime
+) -> set[int]:
+    """Write the decisions of ``advance_runs``: one batched statement per kind of change;
+    a mapped task to queue is expanded instead. Returns the runs where a mapped task ended
+    as it expanded (an empty list, a bad value), to be decided again."""
+    mapped = [(pk, t) for pk, d in decided.items() for t in d.queue if t in specs[pk].mapped_ids]
     changes = [
-        (TaskState.QUEUED, q.QUEUE_TASK, lambda d: d.queue),
-        (TaskState.UPSTREAM_FAILED, q.END_WAITING_TASK, lambda d: d.upstream_failed),
-        (TaskState.SKIPPED, q.END_WAITING_TASK, lambda d: d.skip),
+        (TaskState.QUEUED, q.QUEUE_TASK, lambda pk, d: _plain(d.queue, specs[pk])),
+        (TaskState.UPSTREAM_FAILED, q.END_WAITING_TASK, lambda pk, d: d.upstream_failed),
+        (TaskState.SKIPPED, q.END_WAITING_TASK, lambda pk, d: d.skip),
     ]
+    queued, again = 0, set()
+    for pk, task_id in mapped:
+        expanded = _expand(conn, specs[pk], pk, task_id, now)
+        queued += expanded
+        if expanded == 0:
+            again.add(pk)
     for state, statement, chosen in changes:
         rows = [
             {"b_run_pk": pk, "b_task_id": task_id, "b_state": state.value, "b_now": now}
             for pk, d in decided.items()
-            for task_id in chosen(d)
+            for task_id in chosen(pk, d)
         ]
         if sql.execute_many(conn, statement, rows) and state == TaskState.QUEUED:
-            announce_work(conn)
+            queued += 1
+    if queued:
+        announce_work(conn)
+    return again
+
+
+def _plain(task_ids: list[str], spec: DagSpec) -> list[str]:
+    """The tasks that are not mapped (most DAGs have none that are: no copy then)."""
+    if not spec.mapped_ids:
+        return task_ids
+    return [t for t in task_ids if t not in spec.mapped_ids]
+
+
+def _expand(conn: Connection, spec: DagSpec, run_pk: int, task_id: str, now: datetime) -> int:
+    """A mapped task is ready: make its instances 0..n-1 (the unexpanded one becomes 0) and
+    queue those waiting. Mapped over an empty list it is skipped; over a value that is not
+    a list it fails (its upstream should have failed instead, see ``runner``). Returns how
+    many instances it queued."""
+    task = spec.task_map[task_id]
+    values = values_of(conn, run_pk, [source for _, source, _ in task.mapped if source])
+    lengths = []
+    for name, source, known in task.mapped:
+        if source is None:
+            lengths.append(known)
+            continue
+        problem = mapping.problem(values.get(source))
+        if problem:
+            error = f"cannot expand {name}: the value of '{source}' {problem}"
+            where = {"b_run_pk": run_pk, "b_task_id": task_id, "b_now": now, "b_error": error}
+            sql.execute(conn, q.FAIL_WAITING_TASK, where)
+            return 0
+        lengths.append(len(values[source]))
+    count = mapping.length(lengths)
+    key = {"b_run_pk": run_pk, "b_task_id": task_id}
+    if count == 0:
+        params = {**key, "b_state": TaskState.SKIPPED.value, "b_now": now}
+        sql.execute(conn, q.END_WAITING_TASK, params)
+        return 0
+    sql.execute(conn, q.NUMBER_PLACEHOLDER, key)
+    rows = [_task_row(spec, task, run_pk, i) for i in range(count)]
+    sql.execute_many(conn, q.INSERT_MAPPED_TASKS, rows)
+    sql.execute(conn, q.DROP_INDEXES, {**key, "b_length": count, "b_now": now})
+    return sql.execute(conn, q.QUEUE_INDEXES, {**key, "b_length": count, "b_now": now}).rowcount
 
 
 def _end_runs(

@@ -1,8 +1,8 @@
 """The metadata schema (SQLAlchemy Core tables), identical on SQLite and PostgreSQL.
 
 Instants are stored in UTC. The unique keys are the system's last line of defence: one run
-per (dag_id, logical_date), one task instance per (run, task), one attempt per (task
-instance, fence token). The indexes serve the hot statements in ``transitions.py``: claiming
+per (dag_id, logical_date), one task instance per (run, task, map index), one attempt per
+(task instance, fence token). The indexes serve the hot statements in ``transitions.py``: claiming
 queued work, reaping expired leases, and waking retries whose time has come.
 """
 
@@ -28,6 +28,7 @@ from sqlalchemy import (
     event,
     false,
     literal_column,
+    text,
 )
 from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
@@ -35,7 +36,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -84,6 +85,25 @@ _CALLBACK_V5 = """CREATE TABLE callback (
     fence_token INTEGER, error TEXT, state VARCHAR(16) NOT NULL, created_at {ts} NOT NULL,
     lease_owner VARCHAR(128), lease_until {ts}, ended_at {ts}, outcome_error TEXT,
     log_path VARCHAR(1024), log_offset BIGINT, log_length BIGINT, PRIMARY KEY (id))"""
+
+#: ``task_instance`` as schema version 6 creates it on SQLite (which cannot change a
+#: table's UNIQUE constraint in place): one row per (run, task, map index).
+_TASK_INSTANCE_V6_SQLITE = """CREATE TABLE task_instance_v6 (
+    id INTEGER NOT NULL, run_pk INTEGER NOT NULL, dag_id VARCHAR(250) NOT NULL,
+    task_id VARCHAR(250) NOT NULL, state VARCHAR(16) NOT NULL, try_number INTEGER NOT NULL,
+    failures INTEGER NOT NULL, infra_failures INTEGER NOT NULL, max_tries INTEGER NOT NULL,
+    priority_weight INTEGER NOT NULL, pool VARCHAR(250), next_try_at DATETIME,
+    queued_at DATETIME, lease_owner VARCHAR(128), lease_until DATETIME,
+    fence_token INTEGER NOT NULL, start_date DATETIME, end_date DATETIME, duration FLOAT,
+    last_error TEXT, return_value TEXT, capped BOOLEAN DEFAULT 0 NOT NULL,
+    map_index INTEGER DEFAULT -1 NOT NULL, PRIMARY KEY (id),
+    CONSTRAINT uq_task_instance_run_task_map UNIQUE (run_pk, task_id, map_index),
+    FOREIGN KEY(run_pk) REFERENCES dag_run (id) ON DELETE CASCADE)"""
+_TASK_INSTANCE_COLUMNS = (
+    "id, run_pk, dag_id, task_id, state, try_number, failures, infra_failures, max_tries, "
+    "priority_weight, pool, next_try_at, queued_at, lease_owner, lease_until, fence_token, "
+    "start_date, end_date, duration, last_error, return_value, capped"
+)
 
 #: Version -> the statements that bring a database of the version before up to it (plain
 #: SQL both SQLite and PostgreSQL accept, or one list per dialect; run in one transaction
@@ -149,6 +169,25 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
             ("sqlite", "INTEGER", "DATETIME", "0"),
             ("postgresql", "SERIAL", "TIMESTAMP WITH TIME ZONE", "false"),
         )
+    },
+    # A mapped task has one task instance per element (map_index 0..n-1); an unmapped one,
+    # or a mapped one not expanded yet, has map_index -1.
+    6: {
+        "sqlite": [
+            _TASK_INSTANCE_V6_SQLITE,
+            f"INSERT INTO task_instance_v6 ({_TASK_INSTANCE_COLUMNS}) "
+            f"SELECT {_TASK_INSTANCE_COLUMNS} FROM task_instance",
+            "DROP TABLE task_instance",
+            "ALTER TABLE task_instance_v6 RENAME TO task_instance",
+            "CREATE INDEX ix_ti_dag_task ON task_instance (dag_id, task_id)",
+            *PARTIAL_INDEXES.values(),
+        ],
+        "postgresql": [
+            "ALTER TABLE task_instance ADD COLUMN map_index INTEGER NOT NULL DEFAULT -1",
+            "ALTER TABLE task_instance DROP CONSTRAINT uq_task_instance_run_task",
+            "ALTER TABLE task_instance ADD CONSTRAINT uq_task_instance_run_task_map "
+            "UNIQUE (run_pk, task_id, map_index)",
+        ],
     },
 }
 
@@ -275,7 +314,9 @@ task_instance = Table(
     Column("return_value", Text),
     # Counted against its DAG's max_active_tasks (``dag_cap``): claimed under that lock.
     Column("capped", Boolean, nullable=False, default=False, server_default=false()),
-    UniqueConstraint("run_pk", "task_id", name="uq_task_instance_run_task"),
+    # The element of a mapped task this instance runs (0..n-1); -1 when not mapped.
+    Column("map_index", Integer, nullable=False, default=-1, server_default=text("-1")),
+    UniqueConstraint("run_pk", "task_id", "map_index", name="uq_task_instance_run_task_map"),
     Index("ix_ti_dag_task", "dag_id", "task_id"),
 )
 for _ddl in PARTIAL_INDEXES.values():

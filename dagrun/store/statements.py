@@ -32,6 +32,7 @@ from sqlalchemy import (
     delete,
     func,
     insert,
+    literal,
     select,
     text,
     update,
@@ -194,16 +195,36 @@ ADMIT_RUN = Statement(
     .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == RunState.WAITING.value)
     .values(state=RunState.QUEUED.value),
 )
+_TASK_INSTANCE_COLUMNS = (
+    "run_pk",
+    "dag_id",
+    "task_id",
+    "state",
+    "max_tries",
+    "priority_weight",
+    "pool",
+    "capped",
+)
+
+
+def _insert_missing_tasks(dialect: str):
+    """INSERT of a task instance (map index -1) unless the run has one of that task already:
+    a mapped task expanded into indexes 0..n-1 has no -1 row, and must not get one back."""
+    columns = [*_TASK_INSTANCE_COLUMNS, "map_index"]
+    values = [bindparam(f"b_{c}", type_=ti.c[c].type) for c in columns]
+    known = select(ti.c.id).where(ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"))
+    constants = ("try_number", "failures", "infra_failures", "fence_token")
+    chosen = select(*values, *(literal(0) for _ in constants)).where(~known.exists())
+    return (
+        dialect_insert(dialect, ti)
+        .from_select([*columns, *constants], chosen, include_defaults=False)
+        .on_conflict_do_nothing()
+    )
+
+
 INSERT_TASK_INSTANCES = Statement(
     "Create a run's missing task instances in state none (existing ones are left alone).",
-    _insert_new(
-        ti,
-        ("run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool", "capped"),
-        try_number=0,
-        failures=0,
-        infra_failures=0,
-        fence_token=0,
-    ),
+    _insert_missing_tasks,
 )
 DUE_RUNS = Statement(
     "A DAG's queued runs whose start time (spread) has come, in id order.",
@@ -232,7 +253,8 @@ LOCK_RUNS = Statement(
     .with_for_update(),
 )
 RUN_TASK_STATES = Statement(
-    "Every task instance state of these runs (what readiness decides from).",
+    "Every task instance state of these runs (what readiness decides from; a mapped task "
+    "has a row per index).",
     select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(ti.c.run_pk.in_(_many("run_pks"))),
 )
 _WAITING_TASK = and_(
@@ -245,6 +267,42 @@ QUEUE_TASK = Statement(
 END_WAITING_TASK = Statement(
     "none -> upstream_failed or skipped: its trigger rule can never be met.",
     update(ti).where(_WAITING_TASK).values(state=_b("state"), end_date=_b("now")),
+)
+FAIL_WAITING_TASK = Statement(
+    "none -> failed with the reason: a mapped task whose upstream value cannot be mapped.",
+    update(ti)
+    .where(_WAITING_TASK)
+    .values(state=TaskState.FAILED.value, end_date=_b("now"), last_error=_b("error")),
+)
+NUMBER_PLACEHOLDER = Statement(
+    "A mapped task's unexpanded instance (map index -1) becomes its index 0.",
+    update(ti)
+    .where(ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"), ti.c.map_index == -1)
+    .values(map_index=0),
+)
+INSERT_MAPPED_TASKS = Statement(
+    "Create the instances of a mapped task's indexes in state none (existing ones are left alone).",
+    _insert_new(
+        ti,
+        (*_TASK_INSTANCE_COLUMNS, "map_index"),
+        try_number=0,
+        failures=0,
+        infra_failures=0,
+        fence_token=0,
+    ),
+)
+_WAITING_INDEX = and_(_WAITING_TASK, ti.c.map_index < _b("length"))
+QUEUE_INDEXES = Statement(
+    "none -> queued for a mapped task's indexes below its length (all of them when it was "
+    "just expanded; the cleared ones when it runs again).",
+    update(ti).where(_WAITING_INDEX).values(state=TaskState.QUEUED.value, queued_at=_b("now")),
+)
+DROP_INDEXES = Statement(
+    "none -> skipped for the indexes of a mapped task past its new length (its upstream "
+    "returned a shorter list when it ran again).",
+    update(ti)
+    .where(_WAITING_TASK, ti.c.map_index >= _b("length"))
+    .values(state=TaskState.SKIPPED.value, end_date=_b("now")),
 )
 END_RUN = Statement(
     "running -> success or failed: every task instance has finished.",
@@ -278,24 +336,40 @@ ANNOUNCE_WORK = Statement(
 
 # ---------------------------------------------------------------- operators: clear
 
+
+def _chosen_tasks(indexed: bool) -> list:
+    """A run's task instances of the tasks ``b_task_ids`` (every index of a mapped task), or
+    with ``indexed`` only the index ``b_map_index`` of the mapped ones among them (and the
+    others whole): what an operator picked."""
+    where = [ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids"))]
+    if indexed:
+        where.append(ti.c.map_index.in_([_b("map_index"), -1]))
+    return where
+
+
+def _clear_tasks(indexed: bool):
+    return (
+        update(ti)
+        .where(*_chosen_tasks(indexed), ti.c.state != TaskState.RUNNING.value)
+        .values(
+            state=TaskState.NONE.value,
+            failures=0,
+            infra_failures=0,
+            next_try_at=None,
+            queued_at=None,
+            end_date=None,
+            last_error=None,
+            return_value=None,
+        )
+    )
+
+
 CLEAR_TASKS = Statement(
     "Reset a run's chosen task instances (not running ones) to none so they run again.",
-    update(ti)
-    .where(
-        ti.c.run_pk == _b("run_pk"),
-        ti.c.task_id.in_(_many("task_ids")),
-        ti.c.state != TaskState.RUNNING.value,
-    )
-    .values(
-        state=TaskState.NONE.value,
-        failures=0,
-        infra_failures=0,
-        next_try_at=None,
-        queued_at=None,
-        end_date=None,
-        last_error=None,
-        return_value=None,
-    ),
+    _clear_tasks(indexed=False),
+)
+CLEAR_TASK_INDEX = Statement(
+    "CLEAR_TASKS for one index of mapped tasks.", _clear_tasks(indexed=True)
 )
 REOPEN_RUN = Statement(
     "success or failed -> waiting: a cleared run waits for a slot again.",
@@ -306,35 +380,45 @@ REOPEN_RUN = Statement(
     )
     .values(state=RunState.WAITING.value, end_date=None),
 )
+
+
+def _stop_tasks(indexed: bool):
+    return (
+        update(ti)
+        .where(*_chosen_tasks(indexed), ti.c.state == TaskState.RUNNING.value)
+        .values(
+            state=_b("state"),
+            lease_owner=None,
+            lease_until=None,
+            end_date=_b("now"),
+            last_error=_b("error"),
+        )
+        .returning(ti.c.id, ti.c.fence_token)
+    )
+
+
 STOP_TASKS = Statement(
     "running -> a state set by hand (cancel, mark): the lease is taken away, so the worker "
     "holding it stops the attempt and its late result is stale; returns the attempts ended.",
-    update(ti)
-    .where(
-        ti.c.run_pk == _b("run_pk"),
-        ti.c.task_id.in_(_many("task_ids")),
-        ti.c.state == TaskState.RUNNING.value,
-    )
-    .values(
-        state=_b("state"),
-        lease_owner=None,
-        lease_until=None,
-        end_date=_b("now"),
-        last_error=_b("error"),
-    )
-    .returning(ti.c.id, ti.c.fence_token),
+    _stop_tasks(indexed=False),
 )
+STOP_TASK_INDEX = Statement("STOP_TASKS for one index of mapped tasks.", _stop_tasks(indexed=True))
+
+
+def _mark_tasks(indexed: bool):
+    return (
+        update(ti)
+        .where(*_chosen_tasks(indexed), ti.c.state.in_(_many("from")))
+        .values(state=_b("state"), next_try_at=None, end_date=_b("now"), last_error=_b("error"))
+    )
+
+
 MARK_TASKS = Statement(
     "A state set by hand on a run's chosen task instances that are not running (those are "
     "stopped first, STOP_TASKS), from the states ``b_from``.",
-    update(ti)
-    .where(
-        ti.c.run_pk == _b("run_pk"),
-        ti.c.task_id.in_(_many("task_ids")),
-        ti.c.state.in_(_many("from")),
-    )
-    .values(state=_b("state"), next_try_at=None, end_date=_b("now"), last_error=_b("error")),
+    _mark_tasks(indexed=False),
 )
+MARK_TASK_INDEX = Statement("MARK_TASKS for one index of mapped tasks.", _mark_tasks(indexed=True))
 REEVALUATE_TASKS = Statement(
     "upstream_failed or skipped -> none for tasks downstream of a mark, so the trigger rules "
     "decide them again.",
@@ -418,6 +502,7 @@ def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
         .returning(
             *ti.c["id", "run_pk", "dag_id", "task_id", "try_number", "fence_token", "failures"],
             ti.c.infra_failures,
+            ti.c.map_index,
         )
     )
 
@@ -468,10 +553,11 @@ CLAIMED_RUNS = Statement(
     ).where(dag_run.c.id.in_(_many("run_pks"))),
 )
 UPSTREAM_VALUES = Statement(
-    "The return values of some tasks of one run (TaskFlow data passing).",
-    select(ti.c.task_id, ti.c.return_value).where(
-        ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids"))
-    ),
+    "The return values of some tasks of one run (TaskFlow data passing), a mapped task's "
+    "in index order.",
+    select(ti.c.task_id, ti.c.map_index, ti.c.return_value)
+    .where(ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids")))
+    .order_by(ti.c.task_id, ti.c.map_index),
 )
 
 # ---------------------------------------------------------------- attempts: lease and end

@@ -181,6 +181,7 @@ def test_a_fixed_file_leaves_the_error_list(bad_env, dags_dir):
         (("dags", "frobnicate"), ["frobnicate"]),
         (("dags", "next", "nightly_sales", "-n", "0"), ["0"]),
         (("dags", "next", "nightly_sales", "--after", "someday"), ["someday"]),
+        (("dags", "show", "nightly_sales", "--format", "png"), ["--format", "png"]),
     ],
     ids=lambda value: "-".join(value) if isinstance(value, tuple) else None,
 )
@@ -338,3 +339,55 @@ def test_a_broken_edit_keeps_the_dag_runnable_with_its_error_beside_it(cli_env, 
     assert ran.returncode == 0, ran.stdout + ran.stderr
     path.unlink()
     assert "kept" not in run_cli("dags", "list", env=cli_env).stdout
+
+
+GROUPED = """
+    from dagrun import DAG, BashTask, TaskGroup, task_group
+
+    @task_group
+    def clean():
+        BashTask("dedupe", command="echo") >> BashTask("check", command="echo")
+
+    with DAG("grouped", schedule=None):
+        with TaskGroup("ingest") as ingest:
+            BashTask("extract", command="echo") >> clean()
+        ingest >> BashTask("report", command="echo")
+"""
+
+
+def test_dags_show_draws_groups_as_a_table_json_and_mermaid(cli_env, dags_dir):
+    write_dag(dags_dir, "grouped.py", GROUPED)
+    table = dagrun("dags", "show", "grouped", env=cli_env)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[2:]]
+    assert rows[0][:3] == ["#", "task_id", "group"]
+    assert [row[1:3] for row in rows[1:]] == [
+        ["ingest.extract", "ingest"],
+        ["ingest.clean.dedupe", "ingest.clean"],
+        ["ingest.clean.check", "ingest.clean"],
+        ["report", "-"],
+    ]
+
+    shown = dagrun("dags", "show", "grouped", "--format", "json", env=cli_env)
+    assert shown.returncode == 0, shown.stderr
+    document = json.loads(shown.stdout)
+    assert document["dag_id"] == "grouped"
+    assert {t["task_id"]: t["group"] for t in document["tasks"]} == {
+        "ingest.extract": "ingest",
+        "ingest.clean.dedupe": "ingest.clean",
+        "ingest.clean.check": "ingest.clean",
+        "report": None,
+    }
+    assert document["edges"] == [
+        ["ingest.extract", "ingest.clean.dedupe"],
+        ["ingest.clean.dedupe", "ingest.clean.check"],
+        ["ingest.clean.check", "report"],
+    ]
+
+    mermaid = dagrun("dags", "show", "grouped", "--format", "mermaid", env=cli_env)
+    assert mermaid.returncode == 0, mermaid.stderr
+    lines = mermaid.stdout.splitlines()
+    assert lines[0] == "flowchart LR"
+    assert '  subgraph g0 ["ingest"]' in lines
+    assert '    subgraph g1 ["ingest.clean"]' in lines
+    assert "  t2 --> t3" in lines
