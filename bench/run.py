@@ -33,6 +33,7 @@ WORKLOADS = {
     "W3": workloads.w3,
     "W4": worker_scale.w4,
     "W5": workloads.w5,
+    "W6": workloads.w6,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 

@@ -63,6 +63,7 @@ class CallbackRequest:
     try_number: int | None = None
     fence_token: int | None = None
     ti_id: int | None = None
+    map_index: int = -1
     error: str | None = None
     conf: dict[str, Any] = field(default_factory=dict)
     log_dir: str | None = None
@@ -71,7 +72,12 @@ class CallbackRequest:
     @property
     def label(self) -> str:
         """What the worker's log calls it."""
-        where = f"{self.dag_id}.{self.task_id}" if self.task_id else f"{self.dag_id} {self.run_id}"
+        index = f"[{self.map_index}]" if self.map_index >= 0 else ""
+        where = (
+            f"{self.dag_id}.{self.task_id}{index}"
+            if self.task_id
+            else f"{self.dag_id} {self.run_id}"
+        )
         return f"{self.event.value} callback of {where}"
 
 
@@ -150,7 +156,7 @@ def context_of(request: CallbackRequest, dag: DAG) -> dict[str, Any]:
     names.update(
         task_id=request.task_id,
         try_number=request.try_number,
-        map_index=-1,
+        map_index=request.map_index,
         event=request.event.value,
         state=EVENT_STATES[request.event],
         exception=request.error,

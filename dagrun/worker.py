@@ -445,9 +445,7 @@ class Worker:
     def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
         task = spec.task_map[claim.task_id]
         inputs = attempts.upstream_values(conn, claim.run_pk, task.data_inputs)
-        request = AttemptRequest(
-            **self._request_fields(claim, spec), inputs=inputs, map_index=claim.map_index
-        )
+        request = AttemptRequest(**self._request_fields(claim, spec), inputs=inputs)
         short = self._is_short(claim.dag_id, claim.task_id)
         return Job(request, task.execution_timeout, payload=claim, short=short)
 
@@ -476,6 +474,7 @@ class Worker:
             "try_number": claim.try_number,
             "fence_token": claim.fence_token,
             "ti_id": claim.ti_id,
+            "map_index": claim.map_index,
             "conf": claim.conf,
             "log_dir": str(self.options.log_dir),
             "db_url": self.store.url,

@@ -27,7 +27,7 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
             "bench",
             "--tiny",
             "--only",
-            "W1,W2,W3",
+            "W1,W2,W3,W6",
             "--repeat",
             "1",
             "--out",
@@ -40,7 +40,7 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr[-4000:]
     document = json.loads(out.read_text())
-    assert set(document["workloads"]) == {"W1", "W2", "W3"}
+    assert set(document["workloads"]) == {"W1", "W2", "W3", "W6"}
     for name, result in document["workloads"].items():
         assert result["status"] == "ok", name
         assert result["units"] > 0, name

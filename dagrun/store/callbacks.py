@@ -166,6 +166,7 @@ class CallbackClaim:
     data_interval_start: datetime
     data_interval_end: datetime
     conf: dict = field(default_factory=dict)
+    map_index: int = -1
 
 
 def claim(
@@ -194,10 +195,15 @@ def claim(
         return []
     wanted = sorted({r.run_pk for r in rows})
     facts = {r.id: r for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": wanted})}
-    return [_claim_from(r, facts[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
+    ti_ids = sorted({r.ti_id for r in rows if r.ti_id is not None})
+    indexes = dict(sql.tuples(conn, q.MAP_INDEXES, {"b_ti_ids": ti_ids})) if ti_ids else {}
+    return [
+        _claim_from(r, facts[r.run_pk], indexes.get(r.ti_id, -1))
+        for r in sorted(rows, key=lambda r: r.id)
+    ]
 
 
-def _claim_from(row: Any, run: Any) -> CallbackClaim:
+def _claim_from(row: Any, run: Any, map_index: int) -> CallbackClaim:
     return CallbackClaim(
         id=row.id,
         event=CallbackEvent(row.event),
@@ -213,6 +219,7 @@ def _claim_from(row: Any, run: Any) -> CallbackClaim:
         data_interval_start=run.data_interval_start,
         data_interval_end=run.data_interval_end,
         conf=json.loads(run.conf) if run.conf else {},
+        map_index=map_index,
     )
 
 

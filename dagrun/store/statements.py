@@ -867,6 +867,10 @@ END_LOST_CALLBACKS = Statement(
     )
     .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
 )
+MAP_INDEXES = Statement(
+    "The map index of some task instances (a mapped task's events name their index).",
+    select(ti.c.id, ti.c.map_index).where(ti.c.id.in_(_many("ti_ids"))),
+)
 OUTSTANDING_CALLBACKS = Statement(
     "A callback of these runs still pending or running (a driver waits for them to end).",
     select(callback.c.id)

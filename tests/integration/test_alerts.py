@@ -314,3 +314,23 @@ def test_a_command_past_the_callback_time_limit_is_killed_with_its_group(
     wait_until(
         lambda: process_gone(sleeper), 10, what="the command's background process to be killed"
     )
+
+
+def test_a_mapped_instance_is_heard_with_its_index(cli_env, dags_dir, tmp_path):
+    events = tmp_path / "events.jsonl"
+    source = HEARD.format(events=str(events)) + (
+        """
+with DAG("fanned", schedule=None):
+    @task(on_failure_callback=record)
+    def each(x):
+        assert x != 1, "one is bad"
+
+    each.expand(x=[0, 1, 2])
+"""
+    )
+    write_dag(dags_dir, "fanned.py", source)
+    done = run_cli("run", "fanned", "--run-id", "r1", env=cli_env)
+    assert done.returncode == 1, done.stderr
+    [event] = heard(events)
+    assert (event["event"], event["task_id"], event["map_index"]) == ("task_failure", "each", 1)
+    assert event["exception"] == "AssertionError: one is bad"
