@@ -206,8 +206,11 @@ def _next_waiting(
 
 def ensure_task_instances(conn: Connection, spec: DagSpec, run_pks: list[int]) -> None:
     """Insert the missing task instances (state none) of each run."""
-    rows = [_task_row(spec, t, pk) for pk in run_pks for t in spec.tasks]
+    rows = [_task_row(spec, t, pk) for pk in run_pks for t in spec.tasks if not t.mapped]
     sql.execute_many(conn, q.INSERT_TASK_INSTANCES, rows)
+    if spec.mapped_ids:
+        rows = [_task_row(spec, t, pk) for pk in run_pks for t in spec.tasks if t.mapped]
+        sql.execute_many(conn, q.INSERT_MAPPED_TASK_INSTANCES, rows)
 
 
 def _task_row(spec: DagSpec, task: TaskSpec, run_pk: int, map_index: int = -1) -> dict:
@@ -405,7 +408,7 @@ def _expand(conn: Connection, spec: DagSpec, run_pk: int, task_id: str, now: dat
         return 0
     sql.execute(conn, q.NUMBER_PLACEHOLDER, key)
     rows = [_task_row(spec, task, run_pk, i) for i in range(count)]
-    sql.execute_many(conn, q.INSERT_MAPPED_TASKS, rows)
+    sql.execute_many(conn, q.INSERT_TASK_INSTANCES, rows)
     sql.execute(conn, q.DROP_INDEXES, {**key, "b_length": count, "b_now": now})
     return sql.execute(conn, q.QUEUE_INDEXES, {**key, "b_length": count, "b_now": now}).rowcount
 

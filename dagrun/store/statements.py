@@ -207,6 +207,20 @@ _TASK_INSTANCE_COLUMNS = (
 )
 
 
+INSERT_TASK_INSTANCES = Statement(
+    "Create a run's missing task instances, or a mapped task's indexes, in state none "
+    "(existing ones are left alone).",
+    _insert_new(
+        ti,
+        (*_TASK_INSTANCE_COLUMNS, "map_index"),
+        try_number=0,
+        failures=0,
+        infra_failures=0,
+        fence_token=0,
+    ),
+)
+
+
 def _insert_missing_tasks(dialect: str):
     """INSERT of a task instance (map index -1) unless the run has one of that task already:
     a mapped task expanded into indexes 0..n-1 has no -1 row, and must not get one back."""
@@ -222,8 +236,8 @@ def _insert_missing_tasks(dialect: str):
     )
 
 
-INSERT_TASK_INSTANCES = Statement(
-    "Create a run's missing task instances in state none (existing ones are left alone).",
+INSERT_MAPPED_TASK_INSTANCES = Statement(
+    "INSERT_TASK_INSTANCES for mapped tasks: none while the task has instances of any index.",
     _insert_missing_tasks,
 )
 DUE_RUNS = Statement(
@@ -261,8 +275,11 @@ _WAITING_TASK = and_(
     ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"), ti.c.state == TaskState.NONE.value
 )
 QUEUE_TASK = Statement(
-    "none -> queued: the task's trigger rule is met.",
-    update(ti).where(_WAITING_TASK).values(state=TaskState.QUEUED.value, queued_at=_b("now")),
+    "none -> queued: the task's trigger rule is met (a task that is not mapped: its map "
+    "index, -1, completes the unique key, which SQLite updates in one pass).",
+    update(ti)
+    .where(_WAITING_TASK, ti.c.map_index == -1)
+    .values(state=TaskState.QUEUED.value, queued_at=_b("now")),
 )
 END_WAITING_TASK = Statement(
     "none -> upstream_failed or skipped: its trigger rule can never be met.",
@@ -279,17 +296,6 @@ NUMBER_PLACEHOLDER = Statement(
     update(ti)
     .where(ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"), ti.c.map_index == -1)
     .values(map_index=0),
-)
-INSERT_MAPPED_TASKS = Statement(
-    "Create the instances of a mapped task's indexes in state none (existing ones are left alone).",
-    _insert_new(
-        ti,
-        (*_TASK_INSTANCE_COLUMNS, "map_index"),
-        try_number=0,
-        failures=0,
-        infra_failures=0,
-        fence_token=0,
-    ),
 )
 _WAITING_INDEX = and_(_WAITING_TASK, ti.c.map_index < _b("length"))
 QUEUE_INDEXES = Statement(
