@@ -105,6 +105,7 @@ def _extra_rows(name: str, r: dict) -> list[list[str]]:
                 "run of a 1-task DAG: the fixed cost",
             )
         )
+    if "cli_version_s" in r:
         extra.append(
             _context_row(
                 f"{name} --version",

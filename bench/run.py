@@ -142,6 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in args.only:
             document["workloads"][name] = run_one(name, ctx)
+        workloads.compare_mapping(document["workloads"])
     finally:
         if args.keep:
             print(f"scratch kept in {scratch}", file=sys.stderr)

@@ -322,8 +322,10 @@ def w6(ctx: Context) -> dict:
     against the floor running the same N no-op calls with one commit each."""
     width = 100 if ctx.tiny else 1000
     floor_graph = graphs.independent("mapped_floor", width=width)
-    runs, floors, inner = [], [], []
+    single = graphs.chain("single", length=1)
+    runs, floors, inner, singles = [], [], [], []
     for rep in range(ctx.repeat):
+        singles.append(one_run(ctx, f"W6-single-{rep}", single))
         folder = ctx.folder(f"W6-{rep}")
         (folder / "dags").mkdir()
         dag_file = MAPPED_DAG.format(width=width, start=str(floor_graph.start))
@@ -336,12 +338,28 @@ def w6(ctx: Context) -> dict:
         floors.append(m)
         inner.append(seconds)
     result = throughput(width, runs, floors, inner)
+    fixed = spread([m.seconds for m in singles])
     result.update(
         title=f"run of one task mapped over {width} elements",
         unit="task",
         command=f"dagrun run mapped --date {floor_graph.start}",
+        # A run's fixed cost (start-up, parse) is measured beside it, as W2 does: what is
+        # left, per instance, is the mapped instances' own cost, to set beside W1L's.
+        single_task_run_s=fixed,
+        marginal_per_task_ms=1000 * (result["wall_s"]["median"] - fixed["median"]) / width,
     )
     return result
+
+
+def compare_mapping(results: dict[str, dict]) -> None:
+    """W6's target, when W1L ran beside it: a mapped instance costs what a W1L task does
+    (within 1.25x), each counted past its command's fixed cost."""
+    w1l, w6 = results.get("W1L", {}), results.get("W6", {})
+    if w1l.get("status") != "ok" or w6.get("status") != "ok":
+        return
+    per_task = 1000 * w1l["wall_s"]["median"] / w1l["units"]
+    ratio = w6["marginal_per_task_ms"] / per_task
+    w6["targets"] = [target("ms per mapped instance / W1L ms per task", ratio, 1.25, at_most=True)]
 
 
 # ---------------------------------------------------------------- W5: the web grid
