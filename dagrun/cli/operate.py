@@ -179,7 +179,7 @@ def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_j
     spec = app.spec(dag_id)
     with app.store.read() as conn:
         row = pick_run(conn, spec, run_id, date_)
-        tasks = reads.task_instances(conn, [row.id])
+        tasks = reads.task_instances(conn, [row.id], [t.task_id for t in spec.tasks])
     if as_json:
         echo_json(
             {

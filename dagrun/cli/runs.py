@@ -352,10 +352,15 @@ def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | No
         return reads.run_by_pk(conn, run_pks[0])
 
 
+def spec_order(app: App, dag_id: str) -> list[str]:
+    """The DAG's task ids in its spec's (topological) order: how runs list their tasks."""
+    return [t.task_id for t in app.spec(dag_id).tasks]
+
+
 def print_run(app: App, run_row: reads.RunRow) -> None:
     """A run's state and its task instances, as a table."""
     with app.store.read() as conn:
-        tasks = reads.task_instances(conn, [run_row.id])
+        tasks = reads.task_instances(conn, [run_row.id], spec_order(app, run_row.dag_id))
     click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
     mapped = any(t.map_index >= 0 for t in tasks)
     echo_table(
@@ -413,7 +418,7 @@ def clear(
     for t in tis:
         if t.task_id not in chosen or (failed_only and t.state not in failed):
             continue
-        if map_index is None or t.map_index == map_index:
+        if map_index is None or t.map_index in (map_index, -1):  # as CLEAR_TASK_INDEX picks
             selection.setdefault(t.run_pk, set()).add(t.task_id)
             count += 1
     if not selection:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 
@@ -366,17 +367,29 @@ class TaskRow:
 _TASKS = select(*_columns(ti, TaskRow))
 
 
-def task_instances(conn: Connection, run_pks: list[int]) -> list[TaskRow]:
-    """The task instances of many runs in one query: in the order each task's first
-    instance was made, a mapped task's indexes together and in order."""
+def task_instances(
+    conn: Connection, run_pks: list[int], order: Sequence[str] = ()
+) -> list[TaskRow]:
+    """The task instances of many runs in one query, by run: in the task order ``order``
+    (a spec's), then in the order each task's first instance was made; a mapped task's
+    indexes together and in order."""
     if not run_pks:
         return []
     stmt = _TASKS.where(ti.c.run_pk.in_(run_pks)).order_by(ti.c.run_pk, ti.c.id)
     rows = [TaskRow(*r) for r in sql.tuples(conn, stmt)]
+    position = {task_id: i for i, task_id in enumerate(order)}
     first: dict[tuple[int, str], int] = {}
     for r in rows:
         first.setdefault((r.run_pk, r.task_id), r.id)
-    return sorted(rows, key=lambda r: (r.run_pk, first[r.run_pk, r.task_id], r.map_index))
+    return sorted(
+        rows,
+        key=lambda r: (
+            r.run_pk,
+            position.get(r.task_id, len(position)),
+            first[r.run_pk, r.task_id],
+            r.map_index,
+        ),
+    )
 
 
 class MappedTaskError(UsageError):
