@@ -11,6 +11,23 @@ from collections.abc import Callable
 from pathlib import Path
 
 
+def bare_spec(*tasks, dag_id: str = "d"):
+    """A DagSpec of these TaskSpecs and nothing else (unscheduled, UTC)."""
+    from dagrun.spec import DagSpec
+
+    return DagSpec(
+        dag_id=dag_id,
+        fileloc=f"/{dag_id}.py",
+        schedule=None,
+        timezone="UTC",
+        start_date=None,
+        end_date=None,
+        catchup=True,
+        max_active_runs=1,
+        tasks=tuple(tasks),
+    )
+
+
 def wait_until(
     predicate: Callable[[], object],
     timeout: float = 30.0,

@@ -11,7 +11,7 @@ import pytest
 from dagrun import parser
 from dagrun.graph_export import RENDERERS, to_dot, to_json, to_mermaid
 from dagrun.spec import DagSpec, TaskSpec
-from tests.helpers import write_dag
+from tests.helpers import bare_spec, write_dag
 
 GROUPED = """
     from dagrun import DAG, BashTask, TaskGroup
@@ -137,17 +137,7 @@ def test_quotes_and_backslashes_are_escaped():
     """Ids cannot hold them today (dagrun.dag.SAFE_ID); the drawings must not break if a
     spec ever does."""
     odd = 'say "hi" \\'
-    spec = DagSpec(
-        dag_id="odd",
-        fileloc="odd.py",
-        schedule=None,
-        timezone="UTC",
-        start_date=None,
-        end_date=None,
-        catchup=True,
-        max_active_runs=1,
-        tasks=(TaskSpec(task_id=odd, kind="bash", upstream=()),),
-    )
+    spec = bare_spec(TaskSpec(task_id=odd, kind="bash", upstream=()), dag_id="odd")
     assert '  "say \\"hi\\" \\\\";' in to_dot(spec).splitlines()
     assert '  t0["say #quot;hi#quot; \\"]' in to_mermaid(spec).splitlines()
 

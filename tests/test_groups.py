@@ -9,7 +9,7 @@ import pytest
 from dagrun import DAG, BashTask, TaskGroup, parser, task, task_group
 from dagrun.errors import DagDefinitionError
 from dagrun.spec import DagSpec, TaskSpec
-from tests.helpers import write_dag
+from tests.helpers import bare_spec, write_dag
 
 
 def bash(task_id: str) -> BashTask:
@@ -330,17 +330,7 @@ def test_the_spec_keeps_each_tasks_group_through_json(dags_dir: Path):
 
 
 def test_a_spec_stored_before_groups_reads_as_ungrouped():
-    spec = DagSpec(
-        dag_id="old",
-        fileloc="old.py",
-        schedule=None,
-        timezone="UTC",
-        start_date=None,
-        end_date=None,
-        catchup=True,
-        max_active_runs=1,
-        tasks=(TaskSpec(task_id="t", kind="bash", upstream=()),),
-    )
+    spec = bare_spec(TaskSpec(task_id="t", kind="bash", upstream=()), dag_id="old")
     stored = spec.to_json().replace('"group": null, ', "")
     assert '"group"' not in stored
     assert DagSpec.from_json(stored).tasks[0].group is None

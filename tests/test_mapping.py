@@ -158,6 +158,7 @@ from dagrun import DAG, task
 with DAG("divide", schedule=None):
     @task
     def divide(x):
+        print("dividing", x)
         if x == 0 and not os.path.exists({fixed!r}):
             raise ZeroDivisionError("x is 0")
         return 10 // max(x, 1)

@@ -10,6 +10,7 @@ import pytest
 from dagrun.spec import DagSpec, TaskSpec
 from dagrun.states import RunState, TaskState, TriggerRule
 from dagrun.triggers import Decisions, evaluate, run_outcome
+from tests.helpers import bare_spec
 
 S, F, UF, K = TaskState.SUCCESS, TaskState.FAILED, TaskState.UPSTREAM_FAILED, TaskState.SKIPPED
 R, N, Q, Y = TaskState.RUNNING, TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY
@@ -18,17 +19,7 @@ FAILED_STATES = {F, UF}
 
 
 def make_spec(*tasks: TaskSpec) -> DagSpec:
-    return DagSpec(
-        dag_id="d",
-        fileloc="/d.py",
-        schedule=None,
-        timezone="UTC",
-        start_date=None,
-        end_date=None,
-        catchup=True,
-        max_active_runs=1,
-        tasks=tuple(tasks),
-    )
+    return bare_spec(*tasks)
 
 
 def t(task_id: str, *upstream: str, rule: str = "all_success", past: bool = False) -> TaskSpec:

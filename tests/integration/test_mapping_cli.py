@@ -6,26 +6,7 @@ from __future__ import annotations
 import json
 
 from tests.helpers import db_rows, run_cli, write_dag
-
-# Index 1 fails until the file FIXED exists.
-DIVIDE = """
-import os
-from dagrun import DAG, task
-
-with DAG("divide", schedule="@daily", start_date="2026-01-01"):
-    @task
-    def divide(x):
-        print("dividing", x)
-        if x == 0 and not os.path.exists({fixed!r}):
-            raise ZeroDivisionError("x is 0")
-        return 10 // max(x, 1)
-
-    @task
-    def total(values):
-        return sum(values)
-
-    total(divide.expand(x=[5, 0, 2]))
-"""
+from tests.test_mapping import FAILING_INDEX
 
 
 def tries(env) -> dict[tuple[str, int], tuple[str, int]]:
@@ -35,7 +16,7 @@ def tries(env) -> dict[tuple[str, int], tuple[str, int]]:
 
 def test_mapped_instances_are_shown_picked_cleared_and_marked(cli_env, dags_dir, tmp_path):
     fixed = tmp_path / "fixed"
-    write_dag(dags_dir, "divide.py", DIVIDE.format(fixed=str(fixed)))
+    write_dag(dags_dir, "divide.py", FAILING_INDEX.format(fixed=str(fixed)))
     failed = run_cli("run", "divide", "--date", "2026-01-01", env=cli_env)
     assert failed.returncode == 1
     assert "divide   1      failed" in failed.stdout
