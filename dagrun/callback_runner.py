@@ -185,4 +185,5 @@ def page_url(request: CallbackRequest) -> str | None:
     run = f"{base}/dags/{quote(request.dag_id, safe='')}/runs/{quote(request.run_id, safe='')}"
     if request.task_id is None:
         return run
-    return f"{run}/tasks/{quote(request.task_id, safe='')}/tries/{request.try_number}/log"
+    log = f"{run}/tasks/{quote(request.task_id, safe='')}/tries/{request.try_number}/log"
+    return f"{log}?map_index={request.map_index}" if request.map_index >= 0 else log

@@ -378,3 +378,26 @@ def test_bad_mapping_is_an_import_error(dags_dir, call, message):
     specs, error = load_file(str(path))
     assert specs == [] and error is not None
     assert message in str(error), str(error)
+
+
+def test_the_web_pages_show_each_index_and_its_log(sqlite_store, dags_dir, tmp_path):
+    from dagrun.webapp import WebApp, log_url
+    from tests.test_webapp import call
+
+    write_dag(dags_dir, "fan.py", FAN_OUT)
+    run, _ = run_once(sqlite_store, dags_dir, "fan", log_dir=tmp_path / "logs")
+    app = WebApp(sqlite_store, logs_root=tmp_path / "logs")
+    shown = call(app, f"/api/dags/fan/runs/{run.run_id}").json()["tasks"]
+    assert [(t["task_id"], t["map_index"]) for t in shown if t["task_id"] == "add"] == [
+        ("add", 0),
+        ("add", 1),
+        ("add", 2),
+    ]
+    [second] = [t for t in shown if t["task_id"] == "add" and t["map_index"] == 1]
+    [attempt] = second["attempts"]
+    assert attempt["log_url"] == log_url("fan", run.run_id, "add", 1, 1)
+    page = call(app, attempt["log_url"])
+    assert page.status == 200 and "of fan.add[1] for" in page.text
+    ambiguous = call(app, log_url("fan", run.run_id, "add", 1))
+    assert ambiguous.status == 400 and "pick one with --map-index" in ambiguous.text
+    assert call(app, f"/dags/fan/runs/{run.run_id}").status == 200

@@ -532,6 +532,7 @@ class AttemptRow:
     log_offset: int | None
     log_length: int | None
     late_result: str | None = None
+    ti_id: int = 0
 
 
 _ATTEMPTS = select(*_columns(task_attempt, AttemptRow))
@@ -552,22 +553,25 @@ def attempts(conn: Connection, ti_id: int) -> list[AttemptRow]:
     return [AttemptRow(*r) for r in sql.tuples(conn, stmt)]
 
 
-def run_attempts(conn: Connection, run_pk: int) -> dict[str, list[AttemptRow]]:
-    """Every attempt of one run, by task, in the order they started."""
-    found: dict[str, list[AttemptRow]] = {}
+def run_attempts(conn: Connection, run_pk: int) -> dict[int, list[AttemptRow]]:
+    """Every attempt of one run, by task instance, in the order they started."""
+    found: dict[int, list[AttemptRow]] = {}
     stmt = _ATTEMPTS.where(task_attempt.c.run_pk == run_pk).order_by(task_attempt.c.id)
     for row in sql.tuples(conn, stmt):
-        found.setdefault(row[0], []).append(AttemptRow(*row))
+        attempt = AttemptRow(*row)
+        found.setdefault(attempt.ti_id, []).append(attempt)
     return found
 
 
 def attempt(
-    conn: Connection, dag_id: str, run_pk: int, task_id: str, try_number: int
+    conn: Connection, dag_id: str, run_pk: int, task_id: str, try_number: int, ti_id: int
 ) -> AttemptRow:
-    """One attempt, named by its try number (the latest record if a try was released)."""
+    """One attempt of the task instance ``ti_id``, named by its try number (the latest
+    record if a try was released)."""
     stmt = _ATTEMPTS.where(
         task_attempt.c.run_pk == run_pk,
         task_attempt.c.task_id == task_id,
+        task_attempt.c.ti_id == ti_id,
         task_attempt.c.try_number == try_number,
     ).order_by(task_attempt.c.id.desc())
     return _one(conn, stmt, AttemptRow, AttemptNotFound(dag_id, task_id, try_number))

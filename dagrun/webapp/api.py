@@ -136,6 +136,7 @@ def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
     ti = line.instance
     return {
         "task_id": line.task_id,
+        "map_index": line.map_index,
         "state": line.state,
         "try_number": ti.try_number if ti else 0,
         "max_tries": ti.max_tries if ti else 0,
@@ -152,7 +153,7 @@ def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
                 "started_at": iso(a.started_at),
                 "ended_at": iso(a.ended_at),
                 "error": a.error,
-                "log_url": log_url(dag_id, run.run_id, line.task_id, a.try_number),
+                "log_url": log_url(dag_id, run.run_id, line.task_id, a.try_number, line.map_index),
             }
             for a in line.attempts
         ],

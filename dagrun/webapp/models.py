@@ -116,6 +116,11 @@ class TaskLine:
     def state(self) -> str:
         return self.instance.state if self.instance else TaskState.NONE.value
 
+    @property
+    def map_index(self) -> int:
+        """The index of a mapped task's instance; -1 for a task that is not mapped."""
+        return self.instance.map_index if self.instance else -1
+
 
 @dataclass(frozen=True)
 class GridView:
@@ -217,16 +222,23 @@ def _grid_cell(task_id: str, column: GridColumn, page: GridPage, now: datetime) 
 
 
 def task_lines(
-    info: DagInfo, instances: list[TaskRow], attempts: dict[str, list[AttemptRow]], now: datetime
+    info: DagInfo, instances: list[TaskRow], attempts: dict[int, list[AttemptRow]], now: datetime
 ) -> list[TaskLine]:
-    by_task = {t.task_id: t for t in instances}
+    """A line per task instance (each index of a mapped task), in task order; a task the
+    run has no instance of yet gets an empty line."""
+    by_task: dict[str, list[TaskRow]] = {}
+    for instance in instances:
+        by_task.setdefault(instance.task_id, []).append(instance)
     lines = []
     for task_id, removed in _task_order(info, by_task):
-        instance = by_task.get(task_id)
-        duration = None
-        if instance is not None:
-            duration = live_duration(instance.state, instance.duration, instance.start_date, now)
-        lines.append(TaskLine(task_id, removed, instance, attempts.get(task_id, []), duration))
+        for instance in by_task.get(task_id) or [None]:
+            duration = None
+            if instance is not None:
+                duration = live_duration(
+                    instance.state, instance.duration, instance.start_date, now
+                )
+            tries = attempts.get(instance.id, []) if instance else []
+            lines.append(TaskLine(task_id, removed, instance, tries, duration))
     return lines
 
 

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagrun.states import RunState
 from dagrun.store import reads
-from dagrun.webapp.http import NotFound, Request, Response
+from dagrun.webapp.http import BadRequest, NotFound, Request, Response
 from dagrun.webapp.logs import read_log
 from dagrun.webapp.models import read_audit, read_dag, read_dag_list, read_grid, read_run
 from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Paging
@@ -81,12 +81,16 @@ def run(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
 def log(
     site: Site, request: Request, dag_id: str, run_id: str, task_id: str, try_number: str
 ) -> Response:
+    index = _map_index(request)
     with site.store.read() as conn:
         info = read_dag(site.store, conn, dag_id)
         dag_run = reads.run_by_id(conn, dag_id, run_id)
-        reads.task_instance(conn, dag_run, task_id)
-        attempt = reads.attempt(conn, dag_id, dag_run.id, task_id, int(try_number))
-        others = reads.run_attempts(conn, dag_run.id).get(task_id, [])
+        try:
+            instance = reads.task_instance(conn, dag_run, task_id, index)
+        except reads.MappedTaskError as exc:
+            raise BadRequest(f"{exc} (?map_index=N)") from None
+        others = reads.attempts(conn, instance.id)
+        attempt = reads.attempt(conn, dag_id, dag_run.id, task_id, int(try_number), instance.id)
     text = read_log(attempt, site.logs_root, site.log_tail_bytes)
     return _page(
         site,
@@ -97,9 +101,20 @@ def log(
         run=dag_run,
         attempt=attempt,
         attempts=others,
+        map_index=instance.map_index,
         log=text,
         refresh=_refresh(site, request, attempt.ended_at is None),
     )
+
+
+def _map_index(request: Request) -> int | None:
+    """The index of a mapped task a page is about (``?map_index=N``), if given."""
+    value = request.query.get("map_index")
+    if value is None:
+        return None
+    if not value.isdigit() or len(value) > 9:
+        raise BadRequest(f"map_index must be a whole number, not {value!r}")
+    return int(value)
 
 
 def audit_log(site: Site, request: Request, dag_id: str | None = None) -> Response:

@@ -25,8 +25,10 @@ def audit_url(dag_id: str | None = None) -> str:
     return f"/dags/{_q(dag_id)}/audit" if dag_id else "/audit"
 
 
-def log_url(dag_id: str, run_id: str, task_id: str, try_number: int) -> str:
-    return f"{run_url(dag_id, run_id)}/tasks/{_q(task_id)}/tries/{try_number}/log"
+def log_url(dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:
+    """An attempt's log page; a mapped task's instance is named by ``?map_index=``."""
+    path = f"{run_url(dag_id, run_id)}/tasks/{_q(task_id)}/tries/{try_number}/log"
+    return f"{path}?map_index={map_index}" if map_index >= 0 else path
 
 
 def url_with(request: Request, **changes: Any) -> str:
