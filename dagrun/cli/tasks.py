@@ -214,6 +214,7 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
                 {
                     "dag_id": r.dag_id,
                     "task_id": r.task_id,
+                    "map_index": r.map_index,
                     "run_id": r.run_id,
                     "logical_date": iso(r.logical_date),
                     "try_number": r.try_number,
@@ -231,7 +232,7 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
         [
             [
                 r.dag_id,
-                r.task_id,
+                f"{r.task_id}[{r.map_index}]" if r.map_index >= 0 else r.task_id,
                 r.logical_date.strftime("%Y-%m-%d %H:%MZ"),
                 r.try_number,
                 r.error or "",

@@ -585,16 +585,17 @@ class DeadLetter:
     logical_date: datetime
     try_number: int
     error: str | None
+    map_index: int = -1
 
 
 def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter]:
     """Task instances that failed for good, with their last error (newest date last)."""
     stmt = (
         select(ti.c.dag_id, ti.c.task_id, *dag_run.c["run_id", "logical_date"])
-        .add_columns(ti.c.try_number, ti.c.last_error)
+        .add_columns(ti.c.try_number, ti.c.last_error, ti.c.map_index)
         .join(dag_run, dag_run.c.id == ti.c.run_pk)
         .where(in_state(TaskState.FAILED))
-        .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.id)
+        .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.task_id, ti.c.map_index)
     )
     if dag_id:
         stmt = stmt.where(ti.c.dag_id == dag_id)

@@ -30,6 +30,9 @@ def test_mapped_instances_are_shown_picked_cleared_and_marked(cli_env, dags_dir,
         ("total", -1, "upstream_failed"),
     ]
 
+    dead = run_cli("tasks", "failed", "divide", "--json", env=cli_env)
+    assert [(d["task_id"], d["map_index"]) for d in json.loads(dead.stdout)] == [("divide", 1)]
+    assert "divide[1]" in run_cli("tasks", "failed", "divide", env=cli_env).stdout
     ambiguous = run_cli("logs", "divide", "divide", "2026-01-01", env=cli_env)
     assert ambiguous.returncode == 2
     assert ambiguous.stderr.strip() == (
