@@ -114,6 +114,13 @@ def _extra_rows(name: str, r: dict) -> list[list[str]]:
                 "dagrun --version: interpreter start and CLI imports",
             )
         )
+    for count, beside in r.get("beside_sensors", {}).items():
+        during, alone = beside["pokes_per_s"]["median"], beside["pokes_per_s_alone"]["median"]
+        title = (
+            f"the same beside {count} waiting sensors, kept {beside['kept']:.2f} of its ratio "
+            f"({during:.0f} pokes/s during it, {alone:.0f} before it)"
+        )
+        extra.append(_row(f"{name} + {count} sensors", {**beside, "title": title}))
     if "unchanged_s" in r:
         extra.append(
             _context_row(

@@ -34,6 +34,7 @@ WORKLOADS = {
     "W4": worker_scale.w4,
     "W5": workloads.w5,
     "W6": workloads.w6,
+    "W7": workloads.w7,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 

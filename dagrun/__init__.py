@@ -6,19 +6,25 @@ The authoring API is all a DAG file needs::
 """
 
 from dagrun import notify
+from dagrun.assets import Asset
+from dagrun.connections import Connection
 from dagrun.dag import DAG, BashTask, PythonTask, task
 from dagrun.errors import NonRetryableError
 from dagrun.groups import TaskGroup, task_group
 from dagrun.params import Param
 from dagrun.partitions import partition
+from dagrun.variables import Variable
 
 __all__ = [
     "DAG",
+    "Asset",
     "BashTask",
+    "Connection",
     "NonRetryableError",
     "Param",
     "PythonTask",
     "TaskGroup",
+    "Variable",
     "notify",
     "partition",
     "task",

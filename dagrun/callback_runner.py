@@ -14,6 +14,7 @@ is killed with its child.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import os
 import time
 import traceback
@@ -23,8 +24,11 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from dagrun.context import make_context
+from dagrun import masking
+from dagrun.context import make_context, set_current
 from dagrun.dag import DAG, TASK_CALLBACKS
+from dagrun.errors import StoreError
+from dagrun.masking import Masker
 from dagrun.params import resolve
 from dagrun.parser import isolated
 from dagrun.runner import AttemptResult, DagCache, captured, log_folder_problem, note, one_line
@@ -83,20 +87,25 @@ class CallbackRequest:
 
 def execute_callback(request: CallbackRequest, cache: DagCache) -> AttemptResult:
     """Deliver one event: SUCCESS when every callable returned, else FAILED with the reasons.
-    Never raises for what a callback does."""
+    Never raises for what a callback does. The secrets this process knows are masked in
+    what the callables receive and log, and in the reasons."""
     started = time.monotonic()
     try:
-        with captured(request.log_dir) as log:
-            errors = _call_all(request, cache)
+        masker = masking.for_attempt(request.db_url)
+        with captured(request.log_dir, masker) as log:
+            errors = _call_all(request, cache, masker)
     except OSError as exc:
         reason = f"{log_folder_problem(exc)}: {exc.strerror or exc} ({request.log_dir})"
         return AttemptResult(AttemptOutcome.FAILED, reason, None, time.monotonic() - started)
+    except StoreError as exc:
+        reason = f"cannot read the secrets to mask: {exc}"
+        return AttemptResult(AttemptOutcome.FAILED, reason, None, time.monotonic() - started)
     outcome = AttemptOutcome.FAILED if errors else AttemptOutcome.SUCCESS
-    error = "; ".join(errors) or None
+    error = masker.mask("; ".join(errors)) or None
     return AttemptResult(outcome, error, None, time.monotonic() - started, log[0] if log else None)
 
 
-def _call_all(request: CallbackRequest, cache: DagCache) -> list[str]:
+def _call_all(request: CallbackRequest, cache: DagCache, masker: Masker) -> list[str]:
     """Call each callable of the event in order; the reasons of those that failed."""
     note("INFO", request.label)
     try:
@@ -105,17 +114,23 @@ def _call_all(request: CallbackRequest, cache: DagCache) -> list[str]:
     except Exception as exc:
         note("ERROR", f"cannot find the callbacks:\n{traceback.format_exc()}")
         return [f"cannot find the callbacks: {one_line(exc)}"]
-    names = context_of(request, dag)
+    names = context_of(request, dag, masker)
     errors = []
-    with isolated(request.fileloc):
-        for name, call in found:
-            try:
-                call(dict(names))
-            except BaseException as exc:  # a callback may raise anything; only it failed
-                note("ERROR", f"{name} failed:\n{traceback.format_exc()}")
-                errors.append(f"{name}: {one_line(exc)}")
-            else:
-                note("INFO", f"{name} done")
+    # The current context, so Variable and Connection read the worker's database; without
+    # the attempt's ti_id, so a partition written here is not fenced by an attempt that ended.
+    set_current(dataclasses.replace(names["ctx"], ti_id=None))
+    try:
+        with isolated(request.fileloc):
+            for name, call in found:
+                try:
+                    call(dict(names))
+                except BaseException as exc:  # a callback may raise anything; only it failed
+                    note("ERROR", f"{name} failed:\n{traceback.format_exc()}")
+                    errors.append(f"{name}: {one_line(exc)}")
+                else:
+                    note("INFO", f"{name} done")
+    finally:
+        set_current(None)
     return errors
 
 
@@ -135,8 +150,9 @@ def callables_for(dag: DAG, request: CallbackRequest) -> list[tuple[str, Callabl
     return [(f"{option}[{i}]", call) for i, call in enumerate(found)]
 
 
-def context_of(request: CallbackRequest, dag: DAG) -> dict[str, Any]:
-    """The names a callback receives: the task context's, and the event's."""
+def context_of(request: CallbackRequest, dag: DAG, masker: Masker) -> dict[str, Any]:
+    """The names a callback receives: the task context's, and the event's (its error text
+    with the secrets masked, as a notifier sends it on)."""
     context = make_context(
         dag_id=request.dag_id,
         task_id=request.task_id or "",
@@ -159,7 +175,7 @@ def context_of(request: CallbackRequest, dag: DAG) -> dict[str, Any]:
         map_index=request.map_index,
         event=request.event.value,
         state=EVENT_STATES[request.event],
-        exception=request.error,
+        exception=request.error and masker.mask(request.error),
     )
     url = page_url(request)
     if url:

@@ -15,6 +15,8 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from dagrun import macros
+from dagrun.connections import CONN, ConnectionAccessor
+from dagrun.variables import VAR, VariableAccessor
 
 #: Every name an attempt's context provides, each a :class:`TaskContext` attribute. Templates
 #: and task callables get exactly these (``names()``), and the checks made when a DAG file is
@@ -37,6 +39,8 @@ CONTEXT_NAMES = (
     "ctx",
     "idempotency_key",
     "fence_token",
+    "var",
+    "conn",
 )
 
 
@@ -88,6 +92,17 @@ class TaskContext:
     def ctx(self) -> TaskContext:
         return self
 
+    @property
+    def var(self) -> VariableAccessor:
+        """Variables by key (``var.value.key``): one object for every context, reading
+        nothing until a template or task asks for a key, so ``names()`` stays cheap."""
+        return VAR
+
+    @property
+    def conn(self) -> ConnectionAccessor:
+        """Connections by id (``conn.my_db.host``), read only when asked for, as ``var``."""
+        return CONN
+
     def names(self) -> dict[str, Any]:
         """The values by context name, for injection and for templates."""
         return {name: getattr(self, name) for name in CONTEXT_NAMES}
@@ -133,6 +148,14 @@ _current: ContextVar[TaskContext | None] = ContextVar("dagrun_task_context", def
 def current() -> TaskContext | None:
     """The context of the attempt running in this process, if any."""
     return _current.get()
+
+
+def db_url() -> str | None:
+    """The database of the attempt running in this process; None outside an attempt (or
+    in one run without a store), where variables and connections come from this process's
+    own database."""
+    context = _current.get()
+    return context.db_url if context is not None else None
 
 
 def set_current(context: TaskContext | None) -> None:

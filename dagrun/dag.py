@@ -16,10 +16,13 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from dagrun import mapping, templates
+from dagrun.assets import is_asset_schedule
+from dagrun.assets import names as asset_names
 from dagrun.context import CONTEXT_NAMES
 from dagrun.errors import DagDefinitionError
 from dagrun.instants import parse_duration
 from dagrun.params import serialise
+from dagrun.spec import SensorMode, SensorSpec
 from dagrun.states import CallbackEvent, TriggerRule
 from dagrun.timetable import Timetable, make_timetable
 
@@ -43,6 +46,7 @@ TASK_DEFAULTS: dict[str, Any] = {
     "on_failure_callback": None,
     "on_retry_callback": None,
     "on_success_callback": None,
+    "outlets": None,
 }
 
 #: Task options holding callbacks, and the event each one hears of.
@@ -53,6 +57,16 @@ TASK_CALLBACKS = {
 }
 
 _DURATION_OPTIONS = ("retry_delay", "max_retry_delay", "execution_timeout")
+
+#: A sensor's options (``@task.sensor`` and the built-ins of ``dagrun.sensors``), with their
+#: defaults: seconds between pokes, seconds from the first poke until it gives up, how it
+#: waits, and whether giving up skips it instead of failing it.
+SENSOR_DEFAULTS: dict[str, Any] = {
+    "poke_interval": 60.0,
+    "timeout": 3600.0,
+    "mode": SensorMode.RESCHEDULE.value,
+    "soft_fail": False,
+}
 
 _dag_stack: list[DAG] = []
 _collector: list[DAG] | None = None
@@ -110,6 +124,14 @@ class DAG:
         on_success_callback: Any = None,
     ):
         self.dag_id = check_id("DAG", dag_id)
+        #: The assets the DAG is scheduled on (``schedule=[Asset(...)]``); none for a time
+        #: schedule. An asset-scheduled DAG has no time-based runs.
+        self.assets: tuple[str, ...] = ()
+        if is_asset_schedule(schedule):
+            self.assets = asset_names(schedule, "schedule", dag_id=dag_id)
+            if not self.assets:
+                raise DagDefinitionError("schedule=[] lists no asset", dag_id=dag_id)
+            schedule = None
         self.schedule = schedule
         self.timetable: Timetable = make_timetable(schedule, timezone, start_date, end_date)
         self.timezone = timezone
@@ -273,6 +295,10 @@ def _check_options(options: dict[str, Any], *, dag_id: str | None, task_id: str 
     for name in TASK_CALLBACKS:
         if name in checked:
             checked[name] = callables(checked[name], name, dag_id, task_id)
+    if checked.get("outlets") is not None:
+        outlets = checked["outlets"]
+        listed = outlets if isinstance(outlets, list | tuple) else [outlets]
+        checked["outlets"] = asset_names(listed, "outlets", dag_id=dag_id, task_id=task_id)
     for name in _DURATION_OPTIONS:
         if checked.get(name) is not None:
             try:
@@ -505,6 +531,7 @@ class PythonTask(Task):
         *,
         choice: str | None = None,
         mapped: dict[str, Any] | None = None,
+        sensor: Mapping[str, Any] | None = None,
         **options: Any,
     ):
         self.python_callable = python_callable
@@ -514,6 +541,12 @@ class PythonTask(Task):
         self.choice = choice
         self.mapped = dict(mapped or {})
         super().__init__(task_id, dag=dag, **options)
+        #: A sensor's options (its callable is poked until it returns truthy); else None.
+        self.sensor = (
+            None
+            if sensor is None
+            else sensor_spec(sensor, dag_id=self.dag.dag_id, task_id=self.task_id)
+        )
         self._check_signature()
         self._check_mapped()
         for value in (*self.args, *self.kwargs.values()):
@@ -666,5 +699,50 @@ def _short_circuit(function: Callable[..., Any] | None = None, **options: Any) -
     return _decorator(function, options, "short_circuit")
 
 
+def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.sensor(poke_interval=60, timeout=3600, mode="reschedule", soft_fail=False)``:
+    the function returns truthy once its condition holds, and is poked every
+    ``poke_interval`` until then, for at most ``timeout`` from its first poke."""
+    sensor, rest = split_sensor_options(options)
+    return _decorator(function, {**rest, "sensor": sensor}, None)
+
+
+def split_sensor_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+    """A sensor's own options (``SENSOR_DEFAULTS``) apart from its task options."""
+    sensor = {k: v for k, v in options.items() if k in SENSOR_DEFAULTS}
+    return sensor, {k: v for k, v in options.items() if k not in SENSOR_DEFAULTS}
+
+
+def sensor_spec(options: Mapping[str, Any], *, dag_id: str, task_id: str) -> SensorSpec:
+    """A sensor's options checked (an error naming the task) and completed with defaults;
+    durations are seconds, a timedelta or text such as "5m"."""
+    given = {**SENSOR_DEFAULTS, **options}
+    seconds = {}
+    for name in ("poke_interval", "timeout"):
+        try:
+            seconds[name] = parse_duration(given[name]).total_seconds()
+        except Exception as exc:
+            raise DagDefinitionError(f"{name}: {exc}", dag_id=dag_id, task_id=task_id) from None
+        if seconds[name] <= 0:
+            raise DagDefinitionError(
+                f"{name} must be positive, not {given[name]!r}", dag_id=dag_id, task_id=task_id
+            )
+    try:
+        mode = SensorMode(given["mode"])
+    except ValueError:
+        modes = " or ".join(repr(m.value) for m in SensorMode)
+        raise DagDefinitionError(
+            f"mode must be {modes}, not {given['mode']!r}", dag_id=dag_id, task_id=task_id
+        ) from None
+    if not isinstance(given["soft_fail"], bool):
+        raise DagDefinitionError(
+            f"soft_fail must be True or False, not {given['soft_fail']!r}",
+            dag_id=dag_id,
+            task_id=task_id,
+        )
+    return SensorSpec(seconds["poke_interval"], seconds["timeout"], mode.value, given["soft_fail"])
+
+
 task.branch = _branch  # type: ignore[attr-defined]
 task.short_circuit = _short_circuit  # type: ignore[attr-defined]
+task.sensor = _sensor  # type: ignore[attr-defined]

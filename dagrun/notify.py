@@ -138,25 +138,34 @@ class _Command:
     def __call__(self, context: Mapping[str, Any]) -> None:
         import subprocess
 
-        from dagrun import processes
+        from dagrun import masking, processes
 
         rendered = self._render(context)
         env = {**os.environ, **_command_environment(context), **self._env}
         log.info("command %s: %s", context["event"], rendered)
         sys.stdout.flush()
         sys.stderr.flush()
+        masker = masking.active()  # the callback's output is masked: the command's too
         process = subprocess.Popen(
-            ["bash", "-c", rendered], env=env, preexec_fn=processes.own_session
+            ["bash", "-c", rendered],
+            env=env,
+            preexec_fn=processes.own_session,
+            **masking.piped(masker),
         )
         processes.report_group(process.pid)  # killed with the callback's child if need be
+        deadline = time.monotonic() + self._timeout
         try:
-            code = process.wait(self._timeout)
+            if masker:
+                masking.pump(process, masker, self._timeout)
+            code = process.wait(max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             raise NotifyError(f"{self!r} timed out after {self._timeout:g} s") from None
         finally:
             if process.poll() is None:
                 processes.kill_group(process.pid)
                 process.wait()
+            if process.stdout is not None:
+                process.stdout.close()
         if code != 0:
             reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
             raise NotifyError(f"{self!r} {reason}")

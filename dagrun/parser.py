@@ -139,6 +139,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         dagrun_timeout=dag.dagrun_timeout,
         max_active_tasks=dag.max_active_tasks,
         callbacks=tuple(event.value for event, found in dag.callbacks.items() if found),
+        assets=dag.assets,
     )
 
 
@@ -162,6 +163,8 @@ def _task_spec(task) -> TaskSpec:
         callbacks=tuple(event.value for name, event in TASK_CALLBACKS.items() if o[name]),
         choice=getattr(task, "choice", None),
         mapped=tuple(_map_source(n, v) for n, v in getattr(task, "mapped", {}).items()),
+        outlets=tuple(o["outlets"] or ()),
+        sensor=getattr(task, "sensor", None),
     )
 
 

@@ -28,16 +28,23 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, TextIO
 
-from dagrun import logfiles, mapping, processes, templates
+from dagrun import logfiles, mapping, masking, processes, templates
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
-from dagrun.errors import NonRetryableError
+from dagrun.errors import NonRetryableError, StoreError
 from dagrun.logfiles import LogRange
+from dagrun.masking import Masker, MaskingWriter
 from dagrun.params import resolve
 from dagrun.parser import import_file, isolated
+from dagrun.spec import SensorMode
 from dagrun.states import AttemptOutcome
 
 MAX_RETURN_BYTES = 1_000_000
+
+
+class ConditionUnmet(Exception):
+    """A sensor's poke found its condition unmet: the attempt ends ``rescheduled`` and the
+    store decides whether the sensor waits for its next poke or has timed out."""
 
 
 @dataclass(frozen=True)
@@ -176,21 +183,26 @@ def execute(
     cache: DagCache,
     on_process_group: Callable[[int], None] | None = None,
 ) -> AttemptResult:
-    """Run one attempt to its end and say how it went; never raises for task errors."""
+    """Run one attempt to its end and say how it went; never raises for task errors. Its
+    log and its error text have the secrets known to this process masked."""
     started = time.monotonic()
     context = request.context()
     set_current(context)
     try:
-        with captured(request.log_dir) as log:
+        masker = masking.for_attempt(request.db_url)
+        with captured(request.log_dir, masker) as log:
             result = _run_logged(request, context, cache, on_process_group)
     except OSError as exc:  # the log itself: its folder full, read-only, removed
         reason = f"{log_folder_problem(exc)}: {exc.strerror or exc} ({request.log_dir})"
+        return AttemptResult(AttemptOutcome.INFRA_FAILED, reason, None, time.monotonic() - started)
+    except StoreError as exc:  # nothing ran: the secrets it would have to mask are unknown
+        reason = f"cannot read the secrets to mask: {exc}"
         return AttemptResult(AttemptOutcome.INFRA_FAILED, reason, None, time.monotonic() - started)
     finally:
         set_current(None)
     return AttemptResult(
         result.outcome,
-        result.error,
+        result.error and masker.mask(result.error),
         result.return_value,
         time.monotonic() - started,
         log[0] if log else None,
@@ -212,6 +224,9 @@ def _run_logged(
         with isolated(request.fileloc):
             value = _run_task(request, context, cache, on_process_group)
         encoded = _encode(value)
+    except ConditionUnmet as unmet:
+        note("INFO", str(unmet))
+        return AttemptResult(AttemptOutcome.RESCHEDULED)
     except NonRetryableError as exc:
         note("ERROR", f"non-retryable failure:\n{traceback.format_exc()}")
         return AttemptResult(AttemptOutcome.NON_RETRYABLE, one_line(exc))
@@ -260,10 +275,35 @@ def _run_task(
         _run_bash(task, context, on_process_group, _mapped_values(task, request))
         return None
     if isinstance(task, PythonTask):
-        value = _run_python(task, context, request.inputs, _mapped_values(task, request))
+        elements = _mapped_values(task, request)
+        if task.sensor is not None:
+            value = _sense(task, context, request.inputs, elements)
+        else:
+            value = _run_python(task, context, request.inputs, elements)
         _check_value(task, value)
         return value
     raise TypeError(f"cannot run task of type {type(task).__name__}")
+
+
+def _sense(
+    task: PythonTask, context: TaskContext, inputs: dict[str, Any], elements: dict[str, Any]
+) -> Any:
+    """A sensor's pokes: its callable's truthy value, once its condition holds. In
+    reschedule mode one poke, raising ``ConditionUnmet`` when it does not; in poke mode one
+    every ``poke_interval`` while the attempt keeps its slot, until the timeout has passed
+    since the first (then ``ConditionUnmet`` too, and the store ends the sensor)."""
+    sensor = task.sensor
+    deadline = time.monotonic() + sensor.timeout
+    while True:
+        value = _run_python(task, context, inputs, elements)
+        if value:
+            return value
+        if sensor.mode == SensorMode.RESCHEDULE:
+            raise ConditionUnmet(f"condition unmet; next poke in {sensor.poke_interval:.10g} s")
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise ConditionUnmet(f"condition unmet after {sensor.timeout:.10g} s of pokes")
+        time.sleep(min(sensor.poke_interval, left))
 
 
 def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
@@ -444,26 +484,36 @@ def _run_bash(
     logging.getLogger("dagrun.task").info("running: %s", command)
     sys.stdout.flush()
     sys.stderr.flush()
+    masker = masking.active()
     process = subprocess.Popen(
-        ["bash", "-c", command], env=env, cwd=task.cwd, preexec_fn=processes.own_session
+        ["bash", "-c", command],
+        env=env,
+        cwd=task.cwd,
+        preexec_fn=processes.own_session,
+        **masking.piped(masker),
     )
     if on_process_group:
         on_process_group(process.pid)
     try:
+        if masker:
+            masking.pump(process, masker)
         code = process.wait()
     finally:
         if process.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
+        if process.stdout is not None:
+            process.stdout.close()
     if code != 0:
         reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
         raise RuntimeError(f"command {reason}")
 
 
 @contextlib.contextmanager
-def captured(log_dir: str | None) -> Iterator[list[LogRange]]:
+def captured(log_dir: str | None, masker: Masker | None = None) -> Iterator[list[LogRange]]:
     """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to this process's
-    log segment under ``log_dir``, then restore them all (the child runs many attempts).
+    log segment under ``log_dir``, then restore them all (the child runs many attempts);
+    the streams and logging through ``masker`` once it knows a secret (``_watch``).
     The list it yields holds the attempt's range of the segment once the block is over."""
     log: list[LogRange] = []
     if log_dir is None:
@@ -486,8 +536,12 @@ def captured(log_dir: str | None) -> Iterator[list[LogRange]]:
         faulthandler.enable(file=2)
         root.addHandler(target.handler)
         _set_level(root, min(level, logging.INFO) if level else logging.INFO)
+        if masker is not None:
+            _watch(target, masker)
         yield log
     finally:
+        if masker is not None:
+            _unwatch(target, masker)
         if not target.stream.closed:  # a task may close sys.stdout; _fd2_target replaces it
             with contextlib.suppress(OSError):  # a full disk: what was written stays
                 target.stream.flush()
@@ -496,6 +550,33 @@ def captured(log_dir: str | None) -> Iterator[list[LogRange]]:
         _set_level(root, level)
         _restore_fds(saved_fds)
         log.append(LogRange(segment.path, offset, segment.end() - offset))
+
+
+def _watch(target: _Fd2Target, masker: Masker) -> None:
+    """Write ``sys.stdout``, ``sys.stderr`` and the log handler through ``masker`` from the
+    moment it knows a secret: at once, or when the task fetches its first. An attempt with
+    none keeps the plain stream, and its BashTask writes to the log directly."""
+
+    def mask_streams() -> None:
+        if not isinstance(target.handler.stream, MaskingWriter):
+            writer = MaskingWriter(target.stream, masker)
+            sys.stdout = sys.stderr = writer
+            target.handler.setStream(writer)
+
+    masker.on_known = mask_streams
+    if masker:
+        mask_streams()
+
+
+def _unwatch(target: _Fd2Target, masker: Masker) -> None:
+    """Undo ``_watch``; what the masking writer still holds (a line not ended) is written."""
+    masker.on_known = None
+    writer = target.handler.stream
+    if isinstance(writer, MaskingWriter):
+        target.handler.stream = target.stream
+        if not target.stream.closed:
+            with contextlib.suppress(OSError):
+                writer.flush()
 
 
 def _redirect_fds(fd: int) -> tuple[int, int]:

@@ -27,7 +27,7 @@ from dagrun.errors import StoreConflict, StoreError
 from dagrun.instants import spread_offset
 from dagrun.spec import DagSpec
 from dagrun.states import RunType
-from dagrun.store import Store, manual, pools, reads, registry, runs, upkeep
+from dagrun.store import Store, assets, manual, pools, reads, registry, runs, upkeep
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
 from dagrun.store.outage import Backoff
 from dagrun.sync import sync_dags
@@ -149,6 +149,7 @@ class Scheduler:
             spec = row.spec
             timed_out = manual.time_out_runs(conn, spec, now)
             created = self._create_due_runs(conn, spec, row.cursor, now)
+            created += self._run_for_assets(conn, spec, now)
             admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now)
             started = runs.start_runs(conn, spec, now)
             waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id, now)
@@ -192,6 +193,26 @@ class Scheduler:
         created = runs.create_runs(conn, spec, due, RunType.SCHEDULED, now, delay)
         runs.set_cursor(conn, spec.dag_id, due[-1].start + _EPSILON)
         return created
+
+    def _run_for_assets(self, conn: Connection, spec: DagSpec, now: datetime) -> int:
+        """An asset-scheduled DAG: a run per partition key its assets all have new events
+        for, or a re-run of the key's finished run when a partition really changed (as
+        ``clear`` would). Returns the runs made."""
+        if not spec.assets:
+            return 0
+        found = assets.look(conn, spec)
+        for due in found.due:
+            if due.run_pk is None:
+                runs.create_runs(conn, spec, [due.interval], RunType.ASSET, now)
+                log.info("%s: run for %s (its assets have a partition)", spec.dag_id, due.key)
+            else:
+                manual.clear_runs(conn, spec, {due.run_pk: None}, now)
+                log.info("%s: %s runs again (an asset's partition changed)", spec.dag_id, due.key)
+        for due in [*found.due, *found.settled]:
+            assets.consume(conn, spec, due, now)
+        if found.cursor is not None:
+            assets.move_cursor(conn, spec, found.cursor)
+        return sum(1 for due in found.due if due.run_pk is None)
 
     def _hold(self, dag_id: str, reason: str) -> None:
         """Log why a DAG's runs are held back, once per change of reason."""

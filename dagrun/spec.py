@@ -11,14 +11,42 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timedelta
+from enum import StrEnum
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import networkx as nx
 
 from dagrun.states import TriggerRule
 from dagrun.timetable import Expansion, Timetable, make_timetable
+
+
+class SensorMode(StrEnum):
+    """How a sensor waits between pokes: its attempt ends and the task instance waits in
+    ``up_for_reschedule`` holding nothing, or its attempt keeps its worker slot and sleeps."""
+
+    RESCHEDULE = "reschedule"
+    POKE = "poke"
+
+
+class SensorSpec(NamedTuple):
+    """A sensor's options: seconds between pokes, seconds from its first poke until it gives
+    up, its ``SensorMode``, and whether giving up skips it rather than fails it."""
+
+    poke_interval: float
+    timeout: float
+    mode: str
+    soft_fail: bool
+
+    def gave_up(self, first_poke_at: datetime | None, now: datetime) -> bool:
+        """Whether a poke that found its condition unmet at ``now`` ends the sensor: its
+        timeout has passed since its first poke. A poke-mode attempt reports an unmet
+        condition only once it has waited out the timeout itself."""
+        if self.mode == SensorMode.POKE:
+            return True
+        first = first_poke_at or now
+        return (now - first).total_seconds() >= self.timeout
 
 
 @dataclass(frozen=True)
@@ -46,6 +74,10 @@ class TaskSpec:
     #: A mapped task's expanded arguments, each ``(argument, upstream task id or None,
     #: length of a literal list or None)``; empty for a task that is not mapped.
     mapped: tuple[tuple[str, str | None, int | None], ...] = ()
+    #: The assets a success of this task produces a partition of (``outlets``).
+    outlets: tuple[str, ...] = ()
+    #: A sensor's options (``@task.sensor``, ``dagrun.sensors``); None for other tasks.
+    sensor: SensorSpec | None = None
 
     @property
     def max_tries(self) -> int:
@@ -79,6 +111,8 @@ class DagSpec:
     max_active_tasks: int | None = None
     #: The run events (``CallbackEvent`` values) this DAG has callbacks for.
     callbacks: tuple[str, ...] = ()
+    #: The assets the DAG is scheduled on: a run per partition key they all have.
+    assets: tuple[str, ...] = ()
 
     @cached_property
     def timetable(self) -> Timetable:
@@ -105,6 +139,11 @@ class DagSpec:
         return frozenset(t.task_id for t in self.tasks if t.choice)
 
     @cached_property
+    def has_outlets(self) -> bool:
+        """Whether a task produces an asset: a group commit looks no further otherwise."""
+        return any(t.outlets for t in self.tasks)
+
+    @cached_property
     def has_task_callbacks(self) -> bool:
         """Whether any task has a callback: a group commit looks no further into the
         outcomes of a DAG without one."""
@@ -124,6 +163,10 @@ class DagSpec:
 
     @property
     def schedule_text(self) -> str:
+        """The schedule in words; for a DAG scheduled on assets, the assets it waits for."""
+        if self.assets:
+            text = "assets: " + ", ".join(self.assets)
+            return text if len(text) <= 250 else text[:246] + " ..."
         return self.timetable.description
 
     def graph(self) -> nx.DiGraph:
@@ -156,11 +199,14 @@ class DagSpec:
                     "data_inputs": tuple(t["data_inputs"]),
                     "callbacks": tuple(t.get("callbacks", ())),
                     "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
+                    "outlets": tuple(t.get("outlets", ())),
+                    "sensor": SensorSpec(*t["sensor"]) if t.get("sensor") else None,
                 }
             )
             for t in data.pop("tasks")
         )
         data["callbacks"] = tuple(data.get("callbacks", ()))
+        data["assets"] = tuple(data.get("assets", ()))
         cron = data.get("cron")
         if cron is not None:
             data["cron"] = tuple(tuple(values) for values in cron)

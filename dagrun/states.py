@@ -13,6 +13,8 @@ class RunType(StrEnum):
     SCHEDULED = "scheduled"
     BACKFILL = "backfill"
     MANUAL = "manual"
+    #: Made when the assets a DAG is scheduled on have events for a partition key.
+    ASSET = "asset"
 
 
 class RunState(StrEnum):
@@ -40,6 +42,9 @@ class TaskState(StrEnum):
     SUCCESS = "success"
     FAILED = "failed"
     UP_FOR_RETRY = "up_for_retry"
+    #: A sensor between pokes (reschedule mode): no process, no slot, no lease; due again
+    #: at ``next_try_at``.
+    UP_FOR_RESCHEDULE = "up_for_reschedule"
     UPSTREAM_FAILED = "upstream_failed"
     SKIPPED = "skipped"
 
@@ -85,6 +90,8 @@ class AttemptOutcome(StrEnum):
     LEASE_EXPIRED = "lease_expired"
     STALE = "stale"
     RELEASED = "released"
+    #: A sensor's poke found its condition unmet (reschedule mode): poke again later.
+    RESCHEDULED = "rescheduled"
 
 
 class CallbackEvent(StrEnum):

@@ -64,12 +64,16 @@ class WorkerStats:
     stale: int = 0
     released: int = 0
     finished_runs: int = 0
+    #: Sensors' pokes that found their condition unmet (their attempts neither succeeded
+    #: nor failed).
+    rescheduled: int = 0
 
     def add(self, completion: Completion) -> None:
+        self.rescheduled += len(completion.rescheduled)
         for outcome in completion.accepted:
             if outcome.outcome == AttemptOutcome.SUCCESS:
                 self.succeeded += 1
-            else:
+            elif outcome.outcome != AttemptOutcome.RESCHEDULED:
                 self.failed += 1
         self.retried += len(completion.retrying)
         self.stale += len(completion.stale)

@@ -11,7 +11,7 @@ scheduler imports this file often and should not pay for pandas each time.
     load_customers ─────────────────┘
 """
 
-from dagrun import DAG, BashTask, partition, task
+from dagrun import DAG, Asset, BashTask, partition, task
 
 CLEAN_COLUMNS = ["order_id", "customer_id", "sku", "quantity", "unit_price", "amount", "sold_at"]
 
@@ -126,7 +126,7 @@ with DAG(
         written = partition("customers", ds).write(customers(ds))
         return {"rows": written.rows, "unchanged": written.unchanged}
 
-    @task
+    @task(outlets=[Asset("daily_summary")])  # each day's summary schedules weekly_sales
     def build_daily_summary(cleaned, loaded, ds):
         """Orders, units, revenue and buyers per region and segment."""
         sales = partition("clean_sales", ds).read(dtype={"customer_id": str})

@@ -27,7 +27,7 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
             "bench",
             "--tiny",
             "--only",
-            "W1,W2,W3,W6",
+            "W1,W2,W3,W6,W7",
             "--repeat",
             "1",
             "--out",
@@ -40,7 +40,7 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
     )
     assert done.returncode == 0, done.stderr[-4000:]
     document = json.loads(out.read_text())
-    assert set(document["workloads"]) == {"W1", "W2", "W3", "W6"}
+    assert set(document["workloads"]) == {"W1", "W2", "W3", "W6", "W7"}
     for name, result in document["workloads"].items():
         assert result["status"] == "ok", name
         assert result["units"] > 0, name
@@ -50,4 +50,6 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
         assert result["peak_rss_mb"] > 0, name
     assert document["workloads"]["W2"]["per_task_ms"] > 0
     assert document["workloads"]["W3"]["unchanged_sync_s"]["median"] > 0
+    beside = document["workloads"]["W7"]["beside_sensors"]["100"]
+    assert beside["pokes_per_s_alone"]["median"] > 0 and beside["kept"] > 0
     assert "ratio to floor" in done.stdout

@@ -185,6 +185,7 @@ def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path
         assert (value, ds, try_number, fence) == (40 + n, f"{day:%Y-%m-%d}", n, 10 + n)
         assert rest == [
             "conf",
+            "conn",
             "ctx",
             "dag_id",
             "data_interval_end",
@@ -198,6 +199,7 @@ def test_context_names_and_params_are_fresh_for_every_attempt(dags_dir, tmp_path
             "task_id",
             "ts",
             "ts_nodash",
+            "var",
         ]
         assert params == {"team": "a", "day": f"{day:%Y-%m-%d}"}
         got = execute(request(path, "plain", None, conf={"n": n}), cache)

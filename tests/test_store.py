@@ -184,6 +184,16 @@ VERSION_4_FROM_5 = [
 ]
 
 
+#: Undoes migration 7 (both engines): no sensor columns, variables, connections or assets.
+VERSION_6_FROM_7 = [
+    "DROP INDEX ix_ti_reschedule_at",
+    "ALTER TABLE task_instance DROP COLUMN first_poke_at",
+    "ALTER TABLE task_instance DROP COLUMN pokes",
+    *(f"DROP TABLE {t}" for t in ("variable", "connection", "asset_event", "asset_consumed")),
+    "DROP TABLE asset_cursor",
+]
+
+
 def undo_version_6(store: Store) -> None:
     """A version-5 layout from a new database: one task instance per (run, task), no map
     index (on SQLite by copying into a table made as version 5 made it)."""
@@ -214,7 +224,7 @@ def undo_version_6(store: Store) -> None:
             "DROP TABLE task_instance",
             "ALTER TABLE task_instance_v5 RENAME TO task_instance",
             "CREATE INDEX ix_ti_dag_task ON task_instance (dag_id, task_id)",
-            *schema.PARTIAL_INDEXES.values(),
+            *schema._V2_PARTIAL_INDEXES,
         ],
     )
 
@@ -265,11 +275,15 @@ def undo_version_4(store: Store) -> None:
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
     """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
     and adds late results and good sources (3), lets manual runs share a logical date and
-    the audit log name runs (4), adds the callback outbox and task caps (5) and map indexes
-    (6), keeps every run, task instance and attempt, records 6."""
+    the audit log name runs (4), adds the callback outbox and task caps (5), map indexes
+    (6), sensor columns, variables, connections and assets (7), keeps every run, task
+    instance and attempt, records 7."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
+    with store.write() as conn:
+        for statement in VERSION_6_FROM_7:
+            conn.exec_driver_sql(statement)
     store.dispose()
     undo_version_6(store)
     with store.write() as conn:
@@ -285,7 +299,9 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 6
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 7
+            tables = set(inspect(conn).get_table_names())
+            assert {"variable", "connection", "asset_event", "asset_consumed"} <= tables
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
             run_indexes = {i["name"] for i in inspect(conn).get_indexes("dag_run")}
@@ -294,7 +310,7 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
             assert {"log_offset", "log_length", "late_result"} <= columns
             columns = {c["name"] for c in inspect(conn).get_columns("task_instance")}
             assert "infra_failures" in columns and "lease_losses" not in columns
-            assert {"capped", "map_index"} <= columns
+            assert {"capped", "map_index", "first_poke_at", "pokes"} <= columns
             indexes = {i["name"] for i in inspect(conn).get_indexes("task_instance")}
             expected = {i.name for i in ti.indexes} | set(schema.PARTIAL_INDEXES)
             assert indexes - {"uq_task_instance_run_task_map"} == expected

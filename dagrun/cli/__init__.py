@@ -33,7 +33,10 @@ COMMAND_MODULES = {
     "scheduler": "services",
     "worker": "services",
     "web": "web",
+    "assets": "assets",
     "pools": "pools",
+    "variables": "config",
+    "connections": "config",
     "db": "db",
 }
 

@@ -27,8 +27,10 @@ def _interval(spec: DagSpec, value: str) -> DataInterval:
 
 
 def _request(
-    spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict, conf: dict
+    app: App, spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict, conf: dict
 ) -> AttemptRequest:
+    """A test attempt: recorded nowhere, but on the command's database, so its variables and
+    connections (and the secrets to mask) are the ones ``--db`` names."""
     return AttemptRequest(
         dag_id=spec.dag_id,
         task_id=task_id,
@@ -40,6 +42,7 @@ def _request(
         data_interval_end=interval.end,
         inputs=inputs,
         conf=conf,
+        db_url=app.store.url,
     )
 
 
@@ -85,7 +88,7 @@ def test_dag(app: App, dag_id: str, date: str, conf_text: str | None) -> None:
             task = spec.task_map[task_id]
             click.secho(f"--- {task_id}", bold=True, err=True)
             inputs = {u: values.get(u) for u in task.data_inputs}
-            result = execute(_request(spec, task_id, interval, inputs, conf), cache)
+            result = execute(_request(app, spec, task_id, interval, inputs, conf), cache)
             ok = result.outcome == AttemptOutcome.SUCCESS
             states[task_id] = TaskState.SUCCESS if ok else TaskState.FAILED
             values[task_id] = _decode(result.return_value)
@@ -125,7 +128,7 @@ def test_task(app: App, dag_id: str, task_id: str, date: str, conf_text: str | N
     interval = _interval(spec, date)
     _check_importable(spec)
     inputs = dict.fromkeys(spec.task_map[task_id].data_inputs)
-    result = execute(_request(spec, task_id, interval, inputs, conf), DagCache())
+    result = execute(_request(app, spec, task_id, interval, inputs, conf), DagCache())
     click.echo(
         f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
         + (f": {result.error}" if result.error else ""),

@@ -15,7 +15,7 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -24,9 +24,9 @@ from sqlalchemy import Connection
 from dagrun.errors import LeaseLost
 from dagrun.logfiles import LogRange
 from dagrun.retry import backoff_delay
-from dagrun.spec import TaskSpec
+from dagrun.spec import SensorSpec, TaskSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import callbacks, pools, runs, sql
+from dagrun.store import assets, callbacks, pools, runs, sql
 from dagrun.store import statements as q
 from dagrun.store.runs import SpecLookup
 
@@ -55,6 +55,9 @@ class Claim:
     failures: int = 0
     infra_failures: int = 0
     map_index: int = -1
+    #: A sensor's first poke, or this attempt's start when it never poked: its timeout
+    #: counts from this.
+    first_poke_at: datetime | None = None
 
 
 def claim(
@@ -108,7 +111,7 @@ def claim(
         ],
     )
     facts = _run_facts(conn, {r.run_pk for r in rows}, {} if known_runs is None else known_runs)
-    return [_claim_from(r, facts[r.run_pk]) for r in sorted(rows, key=lambda r: r.id)]
+    return [_claim_from(r, facts[r.run_pk], now) for r in sorted(rows, key=lambda r: r.id)]
 
 
 def _run_facts(conn: Connection, run_pks: set[int], known: dict[int, Any]) -> dict[int, Any]:
@@ -121,7 +124,7 @@ def _run_facts(conn: Connection, run_pks: set[int], known: dict[int, Any]) -> di
     return known
 
 
-def _claim_from(row: Any, run: Any) -> Claim:
+def _claim_from(row: Any, run: Any, now: datetime) -> Claim:
     return Claim(
         ti_id=row.id,
         run_pk=row.run_pk,
@@ -137,6 +140,7 @@ def _claim_from(row: Any, run: Any) -> Claim:
         failures=row.failures,
         infra_failures=row.infra_failures,
         map_index=row.map_index,
+        first_poke_at=row.first_poke_at or now,
     )
 
 
@@ -201,6 +205,9 @@ class Outcome:
     failures: int = 0
     infra_failures: int = 0
     try_number: int = 0
+    first_poke_at: datetime | None = None
+    #: A sensor's last poke: its timeout has passed, so it ends failed or skipped, no retry.
+    gave_up: bool = False
 
     @classmethod
     def of(cls, claim: Claim, outcome: AttemptOutcome, **result: Any) -> Outcome:
@@ -214,6 +221,7 @@ class Outcome:
             failures=claim.failures,
             infra_failures=claim.infra_failures,
             try_number=claim.try_number,
+            first_poke_at=claim.first_poke_at,
             **result,
         )
 
@@ -227,6 +235,10 @@ class Completion:
     stale: list[Outcome] = field(default_factory=list)
     retrying: list[Outcome] = field(default_factory=list)
     dead: list[Outcome] = field(default_factory=list)
+    #: Sensors whose poke found their condition unmet: they wait for the next one.
+    rescheduled: list[Outcome] = field(default_factory=list)
+    #: Sensors that gave up with ``soft_fail``.
+    skipped: list[Outcome] = field(default_factory=list)
     finished_runs: list[int] = field(default_factory=list)
     callbacks: int = 0
 
@@ -239,21 +251,29 @@ def complete(
     now: datetime,
     infra_budget: int = DEFAULT_INFRA_BUDGET,
 ) -> Completion:
-    """Record finished attempts (fenced), schedule retries, and advance their runs.
+    """Record finished attempts (fenced), schedule retries and pokes, advance their runs.
 
-    Many outcomes share one transaction (a group commit); successes are written with one
-    batched statement. An outcome whose lease was lost changes no task state: it is kept
+    Many outcomes share one transaction (a group commit); successes, and sensors' pokes
+    that found their condition unmet, are written with one batched statement each (a poke
+    past the sensor's timeout since its first poke ends it instead, judged by the store's
+    clock ``now``). An outcome whose lease was lost changes no task state: it is kept
     in the attempt history as stale and discarded. The events of accepted outcomes that a
-    task has a callback for go to the outbox in the same transaction (``callbacks``).
+    task has a callback for go to the outbox in the same transaction (``callbacks``), and a
+    success of a task with outlets records its asset events (``assets``).
     """
-    outcomes = list(outcomes)
+    outcomes = [_judged(o, spec_for, now) for o in outcomes]
     states = _succeed(
         conn, owner, [o for o in outcomes if o.outcome == AttemptOutcome.SUCCESS], now
     )
+    pokes = [o for o in outcomes if o.outcome == AttemptOutcome.RESCHEDULED]
+    states.update(_reschedule(conn, owner, pokes, spec_for, now))
     for o in outcomes:
-        if o.outcome != AttemptOutcome.SUCCESS:
+        if o.outcome not in (AttemptOutcome.SUCCESS, AttemptOutcome.RESCHEDULED):
             task = spec_for(o.dag_id).task_map.get(o.task_id)
-            states[o.ti_id] = _fail(conn, owner, o, task, now, infra_budget)
+            if o.gave_up:
+                states[o.ti_id] = _give_up(conn, owner, o, task.sensor, now)
+            else:
+                states[o.ti_id] = _fail(conn, owner, o, task, now, infra_budget)
     result = Completion()
     touched: dict[int, str] = {}
     for o in outcomes:
@@ -265,14 +285,20 @@ def complete(
         if state == TaskState.UP_FOR_RETRY:
             result.retrying.append(o)
             continue
+        if state == TaskState.UP_FOR_RESCHEDULE:
+            result.rescheduled.append(o)
+            continue
         if state == TaskState.FAILED:
             result.dead.append(o)
+        elif state == TaskState.SKIPPED:
+            result.skipped.append(o)
         touched[o.run_pk] = o.dag_id
     _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
     touched.update(_next_runs_waiting_on_past(conn, result.accepted, spec_for))
     result.callbacks = callbacks.enqueue_task_events(
         conn, callbacks.task_events(result, spec_for), now
     )
+    assets.record_events(conn, result.accepted, spec_for, now)
     decided = runs.advance_runs(conn, {pk: spec_for(d) for pk, d in touched.items()}, now)
     result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
     result.callbacks += sum(
@@ -319,13 +345,84 @@ def _succeed(
             for o in outcomes
         ],
     )
+    return _landed(conn, outcomes, done, TaskState.SUCCESS)
+
+
+def _landed(
+    conn: Connection, outcomes: list[Outcome], done: int, state: TaskState
+) -> dict[int, TaskState | None]:
+    """``state`` for the outcomes a batched guarded update changed (``done`` rows in all),
+    None for those whose lease was lost: the rows not in ``state`` under their fence."""
     if done == len(outcomes):
-        return dict.fromkeys((o.ti_id for o in outcomes), TaskState.SUCCESS)
+        return dict.fromkeys((o.ti_id for o in outcomes), state)
     rows = sql.rows(conn, q.HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
-    ours = {(r.id, r.fence_token) for r in rows if r.state == TaskState.SUCCESS.value}
-    return {
-        o.ti_id: TaskState.SUCCESS if (o.ti_id, o.fence_token) in ours else None for o in outcomes
-    }
+    ours = {(r.id, r.fence_token) for r in rows if r.state == state.value}
+    return {o.ti_id: state if (o.ti_id, o.fence_token) in ours else None for o in outcomes}
+
+
+def _judged(outcome: Outcome, spec_for: SpecLookup, now: datetime) -> Outcome:
+    """A poke that found its condition unmet after the sensor's timeout has passed since
+    its first poke is its last: recorded ``timed_out`` with the reason, and it ends the
+    sensor (``gave_up``). A task that is no longer a sensor (its DAG changed) failed."""
+    if outcome.outcome != AttemptOutcome.RESCHEDULED:
+        return outcome
+    task = spec_for(outcome.dag_id).task_map.get(outcome.task_id)
+    if task is None or task.sensor is None:
+        error = "its condition was unmet, and it is no longer a sensor"
+        return replace(outcome, outcome=AttemptOutcome.FAILED, error=error)
+    if not task.sensor.gave_up(outcome.first_poke_at, now):
+        return outcome
+    error = f"sensor timed out after {task.sensor.timeout:.10g} s"
+    return replace(outcome, outcome=AttemptOutcome.TIMED_OUT, error=error, gave_up=True)
+
+
+def _reschedule(
+    conn: Connection, owner: str, pokes: list[Outcome], spec_for: SpecLookup, now: datetime
+) -> dict[int, TaskState | None]:
+    """One batched guarded update for the pokes that found their condition unmet: each
+    sensor waits ``poke_interval`` in up_for_reschedule, holding nothing, its try given
+    back; the rows it missed lost their lease."""
+    if not pokes:
+        return {}
+    rows = []
+    for o in pokes:
+        interval = spec_for(o.dag_id).task_map[o.task_id].sensor.poke_interval
+        rows.append(
+            {
+                "b_ti_id": o.ti_id,
+                "b_fence": o.fence_token,
+                "b_owner": owner,
+                "b_now": now,
+                "b_duration": o.duration,
+                "b_poke_at": now + timedelta(seconds=interval),
+                "b_first_poke": o.first_poke_at or now,
+            }
+        )
+    done = sql.execute_many(conn, q.RESCHEDULE_POKE, rows)
+    return _landed(conn, pokes, done, TaskState.UP_FOR_RESCHEDULE)
+
+
+def _give_up(
+    conn: Connection, owner: str, outcome: Outcome, sensor: SensorSpec, now: datetime
+) -> TaskState | None:
+    """The guarded update of a sensor's last poke: failed for good, or skipped with
+    ``soft_fail``; None when the lease was lost."""
+    state = TaskState.SKIPPED if sensor.soft_fail else TaskState.FAILED
+    changed = sql.tuples(
+        conn,
+        q.END_SENSOR,
+        {
+            "b_ti_id": outcome.ti_id,
+            "b_fence": outcome.fence_token,
+            "b_owner": owner,
+            "b_now": now,
+            "b_state": state.value,
+            "b_error": outcome.error,
+            "b_duration": outcome.duration,
+            "b_first_poke": outcome.first_poke_at or now,
+        },
+    )
+    return state if changed else None
 
 
 def _fail(

@@ -62,17 +62,19 @@ class TaskEvent:
 
 def task_events(completion: Completion, spec_for: SpecLookup) -> list[TaskEvent]:
     """The events of a group commit's accepted outcomes, for the tasks with a callback for
-    them: success, a retry to come, failed for good. A commit of DAGs without task
-    callbacks costs one spec lookup per DAG and nothing more."""
+    them: success, a retry to come, failed for good (a sensor waiting for its next poke, or
+    skipped, is none of these). A commit of DAGs without task callbacks costs one spec
+    lookup per DAG and nothing more."""
     heard = {d for d in {o.dag_id for o in completion.accepted} if spec_for(d).has_task_callbacks}
     if not heard:
         return []
     retrying = {o.ti_id for o in completion.retrying}
     dead = {o.ti_id for o in completion.dead}
+    quiet = {o.ti_id for o in (*completion.rescheduled, *completion.skipped)}
     events = []
     for o in completion.accepted:
         task = spec_for(o.dag_id).task_map.get(o.task_id) if o.dag_id in heard else None
-        if task is None or not task.callbacks:
+        if task is None or not task.callbacks or o.ti_id in quiet:
             continue
         if o.ti_id in retrying:
             event = CallbackEvent.TASK_RETRY

@@ -242,12 +242,17 @@ class Store:
 _SHARED: dict[str, Store] = {}
 
 
-def shared_store(url: str) -> Store:
+def shared_store(url: str | None) -> Store:
     """One store per database per process, opened without touching the schema: what a
-    worker child's attempts use (fenced partition writes, a file's last good source)."""
+    worker child's attempts use (fenced partition writes, a file's last good source,
+    variables). None means this process's own database (``DAGRUN_DB_URL``, or the
+    default), its schema made or brought up to date on first use: what ``Variable`` and
+    ``Connection`` read outside an attempt."""
+    create = url is None
+    url = url or os.environ.get("DAGRUN_DB_URL") or default_url()
     store = _SHARED.get(url)
     if store is None:
-        store = _SHARED[url] = Store(url, create=False)
+        store = _SHARED[url] = Store(url, create=create)
     return store
 
 

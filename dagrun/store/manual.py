@@ -30,8 +30,17 @@ from dagrun.triggers import run_outcome
 
 #: Task states a hand change may overwrite without stopping anything.
 _NOT_RUNNING = [s.value for s in TaskState if s != TaskState.RUNNING]
-#: Task instances that have not run yet (for a run ended by hand).
-_UNSTARTED = [s.value for s in (TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY)]
+#: Unfinished task instances that hold no attempt (for a run ended by hand): waiting to
+#: start, for a retry, or (a sensor) for its next poke.
+_UNSTARTED = [
+    s.value
+    for s in (
+        TaskState.NONE,
+        TaskState.QUEUED,
+        TaskState.UP_FOR_RETRY,
+        TaskState.UP_FOR_RESCHEDULE,
+    )
+]
 _FINISHED_RUN = frozenset({RunState.SUCCESS.value, RunState.FAILED.value})
 
 

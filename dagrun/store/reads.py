@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
+from functools import reduce
 
 from sqlalchemy import Connection, bindparam, func, select, union_all
 
@@ -28,7 +29,15 @@ from dagrun.store.sql import Statement
 _UNION_CHUNK = 200
 _ACTIVE = [s.value for s in ACTIVE_RUN_STATES]
 _UNFINISHED = [s.value for s in (RunState.WAITING, RunState.QUEUED, RunState.RUNNING)]
-_PENDING = [s.value for s in (TaskState.QUEUED, TaskState.RUNNING, TaskState.UP_FOR_RETRY)]
+_PENDING = [
+    s.value
+    for s in (
+        TaskState.QUEUED,
+        TaskState.RUNNING,
+        TaskState.UP_FOR_RETRY,
+        TaskState.UP_FOR_RESCHEDULE,
+    )
+]
 
 
 def _one(conn: Connection, stmt, row_type: type, missing: Exception):
@@ -101,6 +110,28 @@ def import_errors(conn: Connection) -> list[KnownFile]:
 def good_source(conn: Connection, path: str) -> str | None:
     """The source of ``path``'s last parse that succeeded (what runs while the file fails)."""
     return sql.scalar(conn, select(dag_file.c.good_source).where(dag_file.c.path == path))
+
+
+def external_state(
+    conn: Connection, dag_id: str, logical_date: datetime, task_id: str | None = None
+) -> str | None:
+    """The state of a DAG's run at a logical date (the newest, when manual runs share the
+    date), or of one task in it (a mapped task's instances as one state); None while there
+    is none. What an ExternalTaskSensor waits on."""
+    run_pk = sql.scalar(
+        conn,
+        select(dag_run.c.id)
+        .where(dag_run.c.dag_id == dag_id, dag_run.c.logical_date == logical_date)
+        .order_by(dag_run.c.id.desc())
+        .limit(1),
+    )
+    if run_pk is None:
+        return None
+    if task_id is None:
+        return sql.scalar(conn, select(dag_run.c.state).where(dag_run.c.id == run_pk))
+    stmt = select(ti.c.state).where(ti.c.run_pk == run_pk, ti.c.task_id == task_id)
+    states = sql.scalars(conn, stmt)
+    return reduce(merged, map(TaskState, states)).value if states else None
 
 
 _DAG_SELECT = select(
@@ -289,13 +320,14 @@ def _counts(conn: Connection, column, *where) -> Counter:
 
 
 _PENDING_TASK = Statement(
-    "One task instance of a DAG that is queued, running or waiting for a retry, if any.",
+    "One task instance of a DAG that is queued, running or waiting for a retry or a poke, if any.",
     select(ti.c.id).where(ti.c.dag_id == bindparam("b_dag_id"), ti.c.state.in_(_PENDING)).limit(1),
 )
 
 
 def has_pending_tasks(conn: Connection, dag_id: str) -> bool:
-    """Whether a task of the DAG, in any run, is queued, running or waiting for a retry."""
+    """Whether a task of the DAG, in any run, is queued, running or waiting for a retry or
+    (a sensor) for its next poke."""
     return bool(sql.tuples(conn, _PENDING_TASK, {"b_dag_id": dag_id}))
 
 

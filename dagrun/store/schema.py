@@ -36,7 +36,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``MIGRATIONS``.
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -50,10 +50,16 @@ PARTIAL_INDEXES = {
         ("ix_ti_queued", "priority_weight DESC, id", "state = 'queued'"),
         ("ix_ti_running_lease", "lease_until", "state = 'running'"),
         ("ix_ti_retry_at", "next_try_at", "state = 'up_for_retry'"),
+        ("ix_ti_reschedule_at", "next_try_at", "state = 'up_for_reschedule'"),
         ("ix_ti_failed", "dag_id", "state = 'failed'"),
         ("ix_ti_pool_state", "pool, state", "pool IS NOT NULL"),
     ]
 }
+#: The partial indexes schema version 2 made (and version 6 remade with its table): a
+#: migration step creates what existed at its version, never an index a later step adds.
+_V2_PARTIAL_INDEXES = [
+    ddl for name, ddl in PARTIAL_INDEXES.items() if name != "ix_ti_reschedule_at"
+]
 
 #: One scheduled or backfill run per (DAG, logical date); manual runs are unique by run id
 #: only, so two triggers at one instant with different keys make two runs.
@@ -105,6 +111,30 @@ _TASK_INSTANCE_COLUMNS = (
     "start_date, end_date, duration, last_error, return_value, capped"
 )
 
+#: The tables schema version 7 adds, as it creates them (both engines).
+_VARIABLE_V7 = """CREATE TABLE variable (
+    key VARCHAR(250) NOT NULL, value TEXT NOT NULL, description TEXT,
+    updated_at {ts} NOT NULL, PRIMARY KEY (key))"""
+_CONNECTION_V7 = """CREATE TABLE connection (
+    conn_id VARCHAR(250) NOT NULL, conn_type VARCHAR(64) NOT NULL, host VARCHAR(500),
+    port INTEGER, login VARCHAR(500), password TEXT, schema VARCHAR(500), extra TEXT,
+    description TEXT, updated_at {ts} NOT NULL, PRIMARY KEY (conn_id))"""
+_ASSET_EVENT_V7 = """CREATE TABLE asset_event (
+    id {serial} NOT NULL, asset VARCHAR(250) NOT NULL, partition_key VARCHAR(64) NOT NULL,
+    fingerprint VARCHAR(64), dag_id VARCHAR(250), run_pk INTEGER, task_id VARCHAR(250),
+    created_at {ts} NOT NULL, PRIMARY KEY (id))"""
+_ASSET_CONSUMED_V7 = """CREATE TABLE asset_consumed (
+    dag_id VARCHAR(250) NOT NULL, asset VARCHAR(250) NOT NULL,
+    partition_key VARCHAR(64) NOT NULL, event_id INTEGER NOT NULL, fingerprint VARCHAR(64),
+    consumed_at {ts} NOT NULL, PRIMARY KEY (dag_id, asset, partition_key))"""
+
+#: ``up_for_reschedule`` is 17 characters: version 7 widens task_instance.state from 16 on
+#: PostgreSQL (SQLite does not enforce a VARCHAR's length).
+_WIDER_STATE_V7 = {
+    "sqlite": [],
+    "postgresql": ["ALTER TABLE task_instance ALTER COLUMN state TYPE VARCHAR(32)"],
+}
+
 #: Version -> the statements that bring a database of the version before up to it (plain
 #: SQL both SQLite and PostgreSQL accept, or one list per dialect; run in one transaction
 #: with the version bump, on SQLite with foreign keys off, see ``engine._migrate``).
@@ -120,7 +150,7 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
         "DROP INDEX ix_ti_state_lease",
         "DROP INDEX ix_ti_state_next_try",
         "DROP INDEX ix_ti_pool_state",
-        *PARTIAL_INDEXES.values(),
+        *_V2_PARTIAL_INDEXES,
     ],
     # Lost leases, children lost before their attempt started and unwritable log folders
     # share one budget (infrastructure failures, not the task's own); an attempt's outcome
@@ -180,7 +210,7 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
             "DROP TABLE task_instance",
             "ALTER TABLE task_instance_v6 RENAME TO task_instance",
             "CREATE INDEX ix_ti_dag_task ON task_instance (dag_id, task_id)",
-            *PARTIAL_INDEXES.values(),
+            *_V2_PARTIAL_INDEXES,
         ],
         "postgresql": [
             "ALTER TABLE task_instance ADD COLUMN map_index INTEGER NOT NULL DEFAULT -1",
@@ -188,6 +218,28 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
             "ALTER TABLE task_instance ADD CONSTRAINT uq_task_instance_run_task_map "
             "UNIQUE (run_pk, task_id, map_index)",
         ],
+    },
+    # Sensors wait between pokes holding nothing (up_for_reschedule, due at next_try_at);
+    # variables and connections live in the store; assets record events per partition key,
+    # and each asset-scheduled DAG the events it has consumed.
+    7: {
+        dialect: [
+            "ALTER TABLE task_instance ADD COLUMN first_poke_at " + ts,
+            "ALTER TABLE task_instance ADD COLUMN pokes INTEGER NOT NULL DEFAULT 0",
+            *_WIDER_STATE_V7[dialect],
+            PARTIAL_INDEXES["ix_ti_reschedule_at"],
+            _VARIABLE_V7.format(ts=ts),
+            _CONNECTION_V7.format(ts=ts),
+            _ASSET_EVENT_V7.format(serial=serial, ts=ts),
+            "CREATE INDEX ix_asset_event_key ON asset_event (asset, partition_key, id)",
+            _ASSET_CONSUMED_V7.format(ts=ts),
+            "CREATE TABLE asset_cursor (dag_id VARCHAR(250) NOT NULL, "
+            "last_event_id INTEGER NOT NULL, PRIMARY KEY (dag_id))",
+        ]
+        for dialect, serial, ts in (
+            ("sqlite", "INTEGER", "DATETIME"),
+            ("postgresql", "SERIAL", "TIMESTAMP WITH TIME ZONE"),
+        )
     },
 }
 
@@ -294,7 +346,7 @@ task_instance = Table(
     Column("run_pk", Integer, ForeignKey("dag_run.id", ondelete="CASCADE"), nullable=False),
     Column("dag_id", String(250), nullable=False),
     Column("task_id", String(250), nullable=False),
-    Column("state", String(16), nullable=False),
+    Column("state", String(32), nullable=False),  # up_for_reschedule is 17 characters
     Column("try_number", Integer, nullable=False, default=0),
     Column("failures", Integer, nullable=False, default=0),
     # Lost leases, lost children, unwritable logs: their own budget, not the task's retries.
@@ -316,6 +368,9 @@ task_instance = Table(
     Column("capped", Boolean, nullable=False, default=False, server_default=false()),
     # The element of a mapped task this instance runs (0..n-1); -1 when not mapped.
     Column("map_index", Integer, nullable=False, default=-1, server_default=text("-1")),
+    # A sensor's first poke (its timeout counts from it) and how many pokes it made.
+    Column("first_poke_at", UtcDateTime),
+    Column("pokes", Integer, nullable=False, server_default=text("0")),
     UniqueConstraint("run_pk", "task_id", "map_index", name="uq_task_instance_run_task_map"),
     Index("ix_ti_dag_task", "dag_id", "task_id"),
 )
@@ -411,6 +466,69 @@ audit_log = Table(
     Column("actor", String(128)),
     Column("detail", Text),
     Index("ix_audit_log_dag_at", "dag_id", "at"),
+)
+
+#: Variables (``Variable.get``, ``{{ var.value.key }}``); ``DAGRUN_VAR_<KEY>`` overrides.
+variable = Table(
+    "variable",
+    metadata,
+    Column("key", String(250), primary_key=True),
+    Column("value", Text, nullable=False),
+    Column("description", Text),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: Connections (``Connection.get``, ``{{ conn.id.host }}``); ``DAGRUN_CONN_<ID>`` overrides.
+connection = Table(
+    "connection",
+    metadata,
+    Column("conn_id", String(250), primary_key=True),
+    Column("conn_type", String(64), nullable=False),
+    Column("host", String(500)),
+    Column("port", Integer),
+    Column("login", String(500)),
+    Column("password", Text),
+    Column("schema", String(500)),
+    Column("extra", Text),
+    Column("description", Text),
+    Column("updated_at", UtcDateTime, nullable=False),
+)
+
+#: An asset's partition was produced: a task with ``outlets`` succeeded for the key ``ds``
+#: (with the partition's content fingerprint when it was written through dagrun.partition).
+asset_event = Table(
+    "asset_event",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("asset", String(250), nullable=False),
+    Column("partition_key", String(64), nullable=False),
+    Column("fingerprint", String(64)),
+    Column("dag_id", String(250)),
+    Column("run_pk", Integer),
+    Column("task_id", String(250)),
+    Column("created_at", UtcDateTime, nullable=False),
+    Index("ix_asset_event_key", "asset", "partition_key", "id"),
+)
+
+#: What an asset-scheduled DAG consumed: per asset and key, the event its run was made or
+#: re-run for (an event with the same fingerprint triggers nothing again).
+asset_consumed = Table(
+    "asset_consumed",
+    metadata,
+    Column("dag_id", String(250), primary_key=True),
+    Column("asset", String(250), primary_key=True),
+    Column("partition_key", String(64), primary_key=True),
+    Column("event_id", Integer, nullable=False),
+    Column("fingerprint", String(64)),
+    Column("consumed_at", UtcDateTime, nullable=False),
+)
+
+#: The last asset event each asset-scheduled DAG has looked at.
+asset_cursor = Table(
+    "asset_cursor",
+    metadata,
+    Column("dag_id", String(250), primary_key=True),
+    Column("last_event_id", Integer, nullable=False),
 )
 
 partition_write = Table(

@@ -33,16 +33,30 @@ from sqlalchemy import (
     func,
     insert,
     literal,
+    or_,
     select,
     text,
+    union_all,
     update,
 )
 
-from dagrun.states import ACTIVE_RUN_STATES, AttemptOutcome, CallbackState, RunState, TaskState
+from dagrun.masking import SENSITIVE_WORDS
+from dagrun.states import (
+    ACTIVE_RUN_STATES,
+    AttemptOutcome,
+    CallbackState,
+    RunState,
+    RunType,
+    TaskState,
+)
 from dagrun.store.engine import WORK_CHANNEL, dialect_insert
 from dagrun.store.schema import (
+    asset_consumed,
+    asset_cursor,
+    asset_event,
     audit_log,
     callback,
+    connection,
     dag,
     dag_cap,
     dag_file,
@@ -52,6 +66,7 @@ from dagrun.store.schema import (
     pool,
     task_attempt,
     task_instance,
+    variable,
 )
 from dagrun.store.sql import Statement
 
@@ -73,16 +88,22 @@ def _many(name: str):
     return bindparam(f"b_{name}", expanding=True)
 
 
-def _upsert(table, key: str, changed: tuple[str, ...], kept_if_null: tuple[str, ...] = ()):
-    """INSERT of every column from ``b_<column>``; an existing ``key`` gets ``changed``
-    updated, and ``kept_if_null`` too unless the new value is null (``ON CONFLICT``, spelled
-    by each dialect's own insert)."""
+def _upsert(
+    table,
+    key: str | tuple[str, ...],
+    changed: tuple[str, ...],
+    kept_if_null: tuple[str, ...] = (),
+):
+    """INSERT of every column from ``b_<column>``; an existing ``key`` (a column or the
+    columns of the primary key) gets ``changed`` updated, and ``kept_if_null`` too unless
+    the new value is null (``ON CONFLICT``, spelled by each dialect's own insert)."""
+    keys = [key] if isinstance(key, str) else list(key)
 
     def build(dialect: str):
         stmt = dialect_insert(dialect, table).values({c.name: _b(c.name) for c in table.columns})
         updates = {c: stmt.excluded[c] for c in changed}
         updates.update({c: func.coalesce(stmt.excluded[c], table.c[c]) for c in kept_if_null})
-        return stmt.on_conflict_do_update(index_elements=[key], set_=updates)
+        return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
 
     return build
 
@@ -366,12 +387,15 @@ def _clear_tasks(indexed: bool):
             end_date=None,
             last_error=None,
             return_value=None,
+            first_poke_at=None,
+            pokes=0,
         )
     )
 
 
 CLEAR_TASKS = Statement(
-    "Reset a run's chosen task instances (not running ones) to none so they run again.",
+    "Reset a run's chosen task instances (not running ones) to none so they run again (a "
+    "sensor's timeout counts from its next first poke).",
     _clear_tasks(indexed=False),
 )
 CLEAR_TASK_INDEX = Statement(
@@ -509,6 +533,7 @@ def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
             *ti.c["id", "run_pk", "dag_id", "task_id", "try_number", "fence_token", "failures"],
             ti.c.infra_failures,
             ti.c.map_index,
+            ti.c.first_poke_at,
         )
     )
 
@@ -684,6 +709,44 @@ REQUEUE_DUE_RETRIES = Statement(
     .where(in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= _b("now"))
     .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
 )
+
+# ---------------------------------------------------------------- sensors: pokes
+
+#: What a poke that ends its attempt records: one more poke, the first poke's start kept
+#: (this poke's start, ``b_first_poke``, for the first), its duration; the lease let go.
+_POKED = {
+    "pokes": ti.c.pokes + 1,
+    "first_poke_at": func.coalesce(ti.c.first_poke_at, _b("first_poke")),
+    "duration": _b("duration"),
+    **_RELEASED,
+}
+RESCHEDULE_POKE = Statement(
+    "running -> up_for_reschedule for a sensor whose poke found its condition unmet and that "
+    "still holds its lease: due again at ``b_poke_at``, holding no lease, its try given back "
+    "(try_number - 1) so pokes never use up retries.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=TaskState.UP_FOR_RESCHEDULE.value,
+        next_try_at=_b("poke_at"),
+        try_number=ti.c.try_number - 1,
+        **_POKED,
+    ),
+)
+END_SENSOR = Statement(
+    "running -> failed or skipped (soft_fail) for a sensor still holding its lease whose "
+    "timeout has passed since its first poke, with the reason; never retried.",
+    update(ti)
+    .where(HELD)
+    .values(state=_b("state"), next_try_at=None, last_error=_b("error"), **_POKED)
+    .returning(ti.c.id),
+)
+REQUEUE_DUE_POKES = Statement(
+    "up_for_reschedule -> queued for sensors whose next poke is due.",
+    update(ti)
+    .where(in_state(TaskState.UP_FOR_RESCHEDULE), ti.c.next_try_at <= _b("now"))
+    .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
+)
 LEASE_OWNERS = Statement(
     "The workers holding leases now: on running task instances or running callbacks.",
     select(ti.c.lease_owner)
@@ -783,6 +846,65 @@ MISSING_POOLS = Statement(
     .where(ti.c.pool.not_in(select(pool.c.name)))
     .distinct()
     .order_by(ti.c.pool),
+)
+
+# ---------------------------------------------------------------- variables and connections
+
+VARIABLE = Statement(
+    "A variable's stored value.",
+    select(variable.c.value).where(variable.c.key == _b("key")),
+)
+VARIABLES = Statement(
+    "Every stored variable, by key.",
+    select(*variable.c["key", "value", "description", "updated_at"]).order_by(variable.c.key),
+)
+UPSERT_VARIABLE = Statement(
+    "Create a variable or change its value; one set without a description keeps its own.",
+    _upsert(variable, "key", ("value", "updated_at"), kept_if_null=("description",)),
+)
+DELETE_VARIABLE = Statement(
+    "Delete a variable (a task reading it then gets its default, or fails naming it).",
+    delete(variable).where(variable.c.key == _b("key")),
+)
+_CONNECTION = connection.c[
+    "conn_id", "conn_type", "host", "port", "login", "password", "schema", "extra", "description"
+]
+CONNECTION = Statement(
+    "A stored connection, every field of it.",
+    select(*_CONNECTION).where(connection.c.conn_id == _b("conn_id")),
+)
+CONNECTIONS = Statement(
+    "Every stored connection, by id.",
+    select(*_CONNECTION).order_by(connection.c.conn_id),
+)
+UPSERT_CONNECTION = Statement(
+    "Create a connection or replace it whole; one added without a description keeps its own.",
+    _upsert(
+        connection,
+        "conn_id",
+        ("conn_type", "host", "port", "login", "password", "schema", "extra", "updated_at"),
+        kept_if_null=("description",),
+    ),
+)
+DELETE_CONNECTION = Statement(
+    "Delete a connection (a task reading it then fails naming it).",
+    delete(connection).where(connection.c.conn_id == _b("conn_id")),
+)
+STORED_SECRETS = Statement(
+    "What masking hides that the store holds, in one query: the value of every variable "
+    "whose key names a secret (in any case, as ``masking.is_sensitive`` judges), and every "
+    "connection password.",
+    union_all(
+        select(variable.c.value).where(
+            or_(
+                *(
+                    func.lower(variable.c.key).contains(word, autoescape=True)
+                    for word in SENSITIVE_WORDS
+                )
+            )
+        ),
+        select(connection.c.password).where(connection.c.password.is_not(None)),
+    ),
 )
 
 # ---------------------------------------------------------------- callbacks
@@ -891,6 +1013,79 @@ ATTEMPT_CALLBACKS = Statement(
     )
     .where(callback.c.ti_id == _b("ti_id"), callback.c.fence_token == _b("fence"))
     .order_by(callback.c.id),
+)
+
+# ---------------------------------------------------------------- assets
+
+INSERT_ASSET_EVENTS = Statement(
+    "Record that a task produced a partition of an asset (outlets), with its fingerprint.",
+    insert(asset_event).values(
+        **_binds("asset partition_key fingerprint dag_id run_pk task_id created_at")
+    ),
+)
+PARTITION_FINGERPRINT = Statement(
+    "The content fingerprint of the partition an attempt wrote of a dataset, if it did.",
+    select(partition_write.c.sha256)
+    .where(
+        partition_write.c.dataset == _b("dataset"),
+        partition_write.c.partition_key == _b("partition_key"),
+        partition_write.c.ti_id == _b("ti_id"),
+        partition_write.c.fence_token == _b("fence"),
+    )
+    .order_by(partition_write.c.id.desc())
+    .limit(1),
+)
+NEW_ASSET_EVENTS = Statement(
+    "Events of some assets after a DAG's cursor, oldest first (what it has not looked at).",
+    select(*asset_event.c["id", "asset", "partition_key", "fingerprint"])
+    .where(asset_event.c.asset.in_(_many("assets")), asset_event.c.id > _b("after"))
+    .order_by(asset_event.c.id)
+    .limit(_b("limit")),
+)
+KEY_EVENTS = Statement(
+    "Every event of some assets for one partition key, oldest first.",
+    select(*asset_event.c["id", "asset", "fingerprint"])
+    .where(asset_event.c.asset.in_(_many("assets")), asset_event.c.partition_key == _b("key"))
+    .order_by(asset_event.c.id),
+)
+CONSUMED_FOR_KEY = Statement(
+    "What a DAG consumed of each asset for one partition key: event and fingerprint.",
+    select(*asset_consumed.c["asset", "event_id", "fingerprint"]).where(
+        asset_consumed.c.dag_id == _b("dag_id"), asset_consumed.c.partition_key == _b("key")
+    ),
+)
+UPSERT_CONSUMED = Statement(
+    "Record the event of an asset a DAG's run for a key was made or re-run for.",
+    _upsert(
+        asset_consumed,
+        ("dag_id", "asset", "partition_key"),
+        ("event_id", "fingerprint", "consumed_at"),
+    ),
+)
+ASSET_CURSOR = Statement(
+    "The last asset event a DAG looked at.",
+    select(asset_cursor.c.last_event_id).where(asset_cursor.c.dag_id == _b("dag_id")),
+)
+UPSERT_ASSET_CURSOR = Statement(
+    "Move a DAG's asset cursor past the events it looked at.",
+    _upsert(asset_cursor, "dag_id", ("last_event_id",)),
+)
+ASSET_EVENT_SUMMARY = Statement(
+    "Per asset: how many events, the latest partition key, when the last one came.",
+    select(
+        asset_event.c.asset,
+        func.count(),
+        func.max(asset_event.c.partition_key),
+        func.max(asset_event.c.created_at),
+    ).group_by(asset_event.c.asset),
+)
+RUN_FOR_DATE = Statement(
+    "A DAG's run (not a manual one) at a logical date: the run an asset key maps to.",
+    select(dag_run.c.id, dag_run.c.state).where(
+        dag_run.c.dag_id == _b("dag_id"),
+        dag_run.c.logical_date == _b("logical_date"),
+        dag_run.c.run_type != RunType.MANUAL.value,
+    ),
 )
 
 

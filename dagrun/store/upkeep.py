@@ -1,5 +1,5 @@
-"""Upkeep of the queue: wake retries whose time has come, reap leases that ran out (of
-attempts, and of callbacks, which end failed rather than run twice).
+"""Upkeep of the queue: wake retries and sensors' pokes whose time has come, reap leases
+that ran out (of attempts, and of callbacks, which end failed rather than run twice).
 
 A store operation, not a role: the scheduler, every worker and a backfill's driver call
 ``sweep`` on their own schedule. Any number of them may sweep at once: every change is a
@@ -31,6 +31,14 @@ log = logging.getLogger("dagrun.upkeep")
 def requeue_retries(conn: Connection, now: datetime) -> int:
     """Task instances whose retry time has come go back to the queue."""
     count = sql.execute(conn, q.REQUEUE_DUE_RETRIES, {"b_now": now}).rowcount
+    if count:
+        runs.announce_work(conn)
+    return count
+
+
+def requeue_pokes(conn: Connection, now: datetime) -> int:
+    """Sensors whose next poke is due go back to the queue."""
+    count = sql.execute(conn, q.REQUEUE_DUE_POKES, {"b_now": now}).rowcount
     if count:
         runs.announce_work(conn)
     return count
@@ -129,17 +137,18 @@ def sweep(
     *,
     reap: bool = True,
 ) -> SweepReport:
-    """Wake retries whose time has come; turn expired leases into new attempts (or failures).
+    """Wake retries and pokes whose time has come; turn expired leases into new attempts
+    (or failures).
 
     A lease held by a worker process of this host that no longer exists is reaped at once
     instead of at its expiry, so a backfill restarted after a crash resumes immediately.
-    ``reap=False`` only wakes retries (a process that just saw the database come back lets
-    the workers renew their leases first).
+    ``reap=False`` only wakes retries and pokes (a process that just saw the database come
+    back lets the workers renew their leases first).
     """
     report = SweepReport()
     with store.write() as conn:
         now = store.now(conn)
-        report.requeued = requeue_retries(conn, now)
+        report.requeued = requeue_retries(conn, now) + requeue_pokes(conn, now)
         if reap:
             gone = {o for o in lease_owners(conn) if _gone_from_this_host(o)}
             report.reaped = reap_expired(conn, specs.bound(conn), now, budget, gone)

@@ -1,0 +1,251 @@
+"""Assets in the store: events written where tasks succeed, and the runs they call for.
+
+A task with ``outlets`` that succeeds writes one event per asset for its run's partition
+key (``ds``: the run's logical date in its DAG's time zone), in the transaction that records
+the success (``attempts.complete``), with the content fingerprint of the partition the
+attempt wrote of a dataset named like the asset (``dagrun.partition``), if it wrote one.
+
+A DAG scheduled on assets gets one run per key, logical date the local midnight of that
+day, once every asset it lists has an event for the key (``look``, called by the scheduler
+under the DAG lock). Each DAG keeps a cursor over the events it has looked at and, per
+asset and key, the event its run consumed. A newer event with the same fingerprint as the
+consumed one changes nothing; a really changed partition re-runs the DAG's run for that key
+(as ``clear`` would) once that run has finished, never a second run. The statements are in
+``statements.py``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import date, datetime, time, timedelta
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from sqlalchemy import Connection
+
+from dagrun.spec import DagSpec
+from dagrun.states import AttemptOutcome, RunState
+from dagrun.store import sql
+from dagrun.store import statements as q
+from dagrun.timetable import DataInterval
+
+if TYPE_CHECKING:
+    from dagrun.store.attempts import Outcome
+    from dagrun.store.runs import SpecLookup
+
+#: New events one look reads at most; the cursor takes the rest at the next tick.
+EVENTS_PER_LOOK = 5000
+
+
+def record_events(
+    conn: Connection, accepted: Iterable[Outcome], spec_for: SpecLookup, now: datetime
+) -> int:
+    """Write an event per asset for each accepted success of a task with ``outlets``.
+    A commit of DAGs without outlets costs one spec lookup per DAG and nothing more."""
+    produced = [o for o in accepted if o.outcome == AttemptOutcome.SUCCESS]
+    producing = {d for d in {o.dag_id for o in produced} if spec_for(d).has_outlets}
+    produced = [
+        o
+        for o in produced
+        if o.dag_id in producing and spec_for(o.dag_id).task_map[o.task_id].outlets
+    ]
+    if not produced:
+        return 0
+    run_pks = sorted({o.run_pk for o in produced})
+    facts = {r.id: r for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": run_pks})}
+    rows = []
+    for o in produced:
+        spec = spec_for(o.dag_id)
+        key = partition_key(facts[o.run_pk].logical_date, spec.timezone)
+        for asset in spec.task_map[o.task_id].outlets:
+            rows.append(
+                {
+                    "b_asset": asset,
+                    "b_partition_key": key,
+                    "b_fingerprint": _fingerprint(conn, asset, key, o),
+                    "b_dag_id": o.dag_id,
+                    "b_run_pk": o.run_pk,
+                    "b_task_id": o.task_id,
+                    "b_created_at": now,
+                }
+            )
+    return sql.execute_many(conn, q.INSERT_ASSET_EVENTS, rows)
+
+
+def partition_key(logical_date: datetime, timezone: str) -> str:
+    """A run's partition key: its ``ds``, the logical date's day in the DAG's time zone."""
+    return logical_date.astimezone(ZoneInfo(timezone)).strftime("%Y-%m-%d")
+
+
+def _fingerprint(conn: Connection, asset: str, key: str, outcome: Outcome) -> str | None:
+    """The sha256 of the partition of ``asset`` the attempt wrote for ``key``, if it did."""
+    params = {
+        "b_dataset": asset,
+        "b_partition_key": key,
+        "b_ti_id": outcome.ti_id,
+        "b_fence": outcome.fence_token,
+    }
+    return sql.scalar(conn, q.PARTITION_FINGERPRINT, params)
+
+
+# ---------------------------------------------------------------- asset-scheduled DAGs
+
+
+@dataclass(frozen=True)
+class Due:
+    """A partition key whose assets all have events: its run (if there is one, and its
+    state), and the latest event of each asset for the key (what the run consumes)."""
+
+    key: str
+    interval: DataInterval
+    run_pk: int | None
+    run_state: RunState | None
+    latest: dict[str, tuple[int, str | None]]
+
+
+@dataclass
+class Look:
+    """What one look at the new events found: keys to run or re-run (``due``), keys whose
+    new events need nothing done (``settled``: unchanged content, or a run that has not
+    started and will read the new data), and where the cursor goes."""
+
+    due: list[Due] = field(default_factory=list)
+    settled: list[Due] = field(default_factory=list)
+    cursor: int | None = None
+
+
+def look(conn: Connection, spec: DagSpec) -> Look:
+    """The keys whose assets all have events, with a change the DAG has not consumed.
+
+    Keys whose run is still active are left for a later look (the cursor stops before
+    their events); keys some asset has no event for yet wait for it (its event brings the
+    key back)."""
+    found = Look()
+    after = sql.scalar(conn, q.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    params = {"b_assets": list(spec.assets), "b_after": after, "b_limit": EVENTS_PER_LOOK}
+    events = sql.rows(conn, q.NEW_ASSET_EVENTS, params)
+    if not events:
+        return found
+    first: dict[str, int] = {}
+    for e in events:
+        first.setdefault(e.partition_key, e.id)
+    held = []
+    for key in first:
+        due = _consider(conn, spec, key)
+        if due is None:
+            continue
+        if due.run_state == RunState.RUNNING:
+            held.append(first[key])  # re-run it, if need be, once it has ended
+        elif _changed(conn, spec, due) and due.run_state not in _NOT_STARTED:
+            found.due.append(due)
+        else:
+            found.settled.append(due)
+    found.cursor = min(held) - 1 if held else events[-1].id
+    return found
+
+
+_NOT_STARTED = frozenset({RunState.WAITING, RunState.QUEUED})
+
+
+def _consider(conn: Connection, spec: DagSpec, key: str) -> Due | None:
+    """The key as a run to make or re-run when every asset has an event for it."""
+    latest: dict[str, tuple[int, str | None]] = {}
+    for event_id, asset, fingerprint in sql.tuples(
+        conn, q.KEY_EVENTS, {"b_assets": list(spec.assets), "b_key": key}
+    ):
+        latest[asset] = (event_id, fingerprint)
+    if set(latest) != set(spec.assets):
+        return None
+    interval = key_interval(key, spec.timezone)
+    params = {"b_dag_id": spec.dag_id, "b_logical_date": interval.start}
+    run = sql.first(conn, q.RUN_FOR_DATE, params)
+    if run is None:
+        return Due(key, interval, None, None, latest)
+    return Due(key, interval, run.id, RunState(run.state), latest)
+
+
+def _changed(conn: Connection, spec: DagSpec, due: Due) -> bool:
+    """Whether some asset's latest event for the key is newer than the one consumed, with
+    other content (or no fingerprint to tell)."""
+    consumed = {
+        asset: (event_id, fingerprint)
+        for asset, event_id, fingerprint in sql.tuples(
+            conn, q.CONSUMED_FOR_KEY, {"b_dag_id": spec.dag_id, "b_key": due.key}
+        )
+    }
+    for asset, (event_id, fingerprint) in due.latest.items():
+        seen = consumed.get(asset)
+        if seen is None:
+            return True
+        if event_id > seen[0] and (fingerprint is None or fingerprint != seen[1]):
+            return True
+    return False
+
+
+def key_interval(key: str, timezone: str) -> DataInterval:
+    """The data interval of a key's run: its day, midnight to midnight, in the DAG's zone."""
+    tz = ZoneInfo(timezone)
+    day = date.fromisoformat(key)
+    start = datetime.combine(day, time(), tz)
+    end = datetime.combine(day + timedelta(days=1), time(), tz)
+    return DataInterval(start.astimezone(ZoneInfo("UTC")), end.astimezone(ZoneInfo("UTC")))
+
+
+def consume(conn: Connection, spec: DagSpec, due: Due, now: datetime) -> None:
+    """Record the events a run of the key was made or re-run for (or found unchanged)."""
+    rows = [
+        {
+            "b_dag_id": spec.dag_id,
+            "b_asset": asset,
+            "b_partition_key": due.key,
+            "b_event_id": event_id,
+            "b_fingerprint": fingerprint,
+            "b_consumed_at": now,
+        }
+        for asset, (event_id, fingerprint) in sorted(due.latest.items())
+    ]
+    sql.execute_many(conn, q.UPSERT_CONSUMED, rows)
+
+
+def move_cursor(conn: Connection, spec: DagSpec, cursor: int) -> None:
+    sql.execute(conn, q.UPSERT_ASSET_CURSOR, {"b_dag_id": spec.dag_id, "b_last_event_id": cursor})
+
+
+# ---------------------------------------------------------------- what an operator sees
+
+
+@dataclass(frozen=True)
+class AssetRow:
+    """An asset: who produces it (``dag.task``), who is scheduled on it, and its events."""
+
+    name: str
+    producers: tuple[str, ...]
+    consumers: tuple[str, ...]
+    events: int
+    latest_key: str | None
+    latest_at: datetime | None
+
+
+def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
+    """Every asset the DAGs name or events record, by name. An asset a DAG waits for that
+    nothing has produced yet shows with no events (the DAG waits; it is not an error)."""
+    producers: dict[str, list[str]] = {}
+    consumers: dict[str, list[str]] = {}
+    for spec in specs:
+        for task in spec.tasks:
+            for name in task.outlets:
+                producers.setdefault(name, []).append(f"{spec.dag_id}.{task.task_id}")
+        for name in spec.assets:
+            consumers.setdefault(name, []).append(spec.dag_id)
+    summary = {r[0]: r[1:] for r in sql.tuples(conn, q.ASSET_EVENT_SUMMARY)}
+    names = sorted({*producers, *consumers, *summary})
+    return [
+        AssetRow(
+            name,
+            tuple(producers.get(name, ())),
+            tuple(consumers.get(name, ())),
+            *summary.get(name, (0, None, None)),
+        )
+        for name in names
+    ]

@@ -1,0 +1,68 @@
+"""Connections in the store: read, add (or replace), list, delete.
+
+A connection's ``extra`` is stored as JSON text and read back as a dict. The user's API
+(``dagrun.connections``) puts the environment's ``DAGRUN_CONN_<ID>`` URIs on top.
+"""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime
+
+from sqlalchemy import Connection as SqlConnection
+
+from dagrun.connections import Connection
+from dagrun.store import sql
+from dagrun.store import statements as q
+
+
+def get_connection(conn: SqlConnection, conn_id: str) -> Connection | None:
+    """The stored connection ``conn_id``, None when there is none."""
+    row = sql.first(conn, q.CONNECTION, {"b_conn_id": conn_id})
+    return None if row is None else _connection(row)
+
+
+def set_connection(
+    conn: SqlConnection, connection: Connection, description: str | None, now: datetime
+) -> None:
+    """Store ``connection``, replacing one with its id (a description of None keeps the
+    one it had)."""
+    sql.execute(
+        conn,
+        q.UPSERT_CONNECTION,
+        {
+            "b_conn_id": connection.conn_id,
+            "b_conn_type": connection.conn_type,
+            "b_host": connection.host,
+            "b_port": connection.port,
+            "b_login": connection.login,
+            "b_password": connection.password,
+            "b_schema": connection.schema,
+            "b_extra": json.dumps(connection.extra) if connection.extra else None,
+            "b_description": description,
+            "b_updated_at": now,
+        },
+    )
+
+
+def list_connections(conn: SqlConnection) -> list[Connection]:
+    return [_connection(row) for row in sql.rows(conn, q.CONNECTIONS)]
+
+
+def delete_connection(conn: SqlConnection, conn_id: str) -> bool:
+    """Delete ``conn_id``; whether there was one."""
+    return sql.execute(conn, q.DELETE_CONNECTION, {"b_conn_id": conn_id}).rowcount > 0
+
+
+def _connection(row) -> Connection:
+    return Connection(
+        conn_id=row.conn_id,
+        conn_type=row.conn_type,
+        host=row.host,
+        port=row.port,
+        login=row.login,
+        password=row.password,
+        schema=row.schema,
+        extra=json.loads(row.extra) if row.extra else {},
+        description=row.description,
+    )
