@@ -22,7 +22,7 @@ from dagrun.context import CONTEXT_NAMES
 from dagrun.errors import DagDefinitionError
 from dagrun.instants import parse_duration
 from dagrun.params import serialise
-from dagrun.spec import SensorMode, SensorSpec
+from dagrun.sensor_options import SensorMode, SensorSpec
 from dagrun.states import CallbackEvent, TriggerRule
 from dagrun.timetable import Timetable, make_timetable
 

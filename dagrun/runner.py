@@ -36,7 +36,7 @@ from dagrun.logfiles import LogRange
 from dagrun.masking import Masker, MaskingWriter
 from dagrun.params import resolve
 from dagrun.parser import import_file, isolated
-from dagrun.spec import SensorMode
+from dagrun.sensor_options import SensorMode
 from dagrun.states import AttemptOutcome
 
 MAX_RETURN_BYTES = 1_000_000

@@ -14,8 +14,9 @@ from sqlalchemy import select
 from dagrun import DAG, BashTask, task
 from dagrun.errors import DagDefinitionError
 from dagrun.parser import build_spec, load_file
+from dagrun.sensor_options import SensorSpec
 from dagrun.sensors import ExternalTaskSensor, FileSensor, TimeDeltaSensor
-from dagrun.spec import DagSpec, SensorSpec
+from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, TaskState
 from dagrun.store import Store, attempts, manual, pools, reads, registry, upkeep
 from dagrun.store.schema import task_attempt, task_instance

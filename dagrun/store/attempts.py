@@ -24,7 +24,8 @@ from sqlalchemy import Connection
 from dagrun.errors import LeaseLost
 from dagrun.logfiles import LogRange
 from dagrun.retry import backoff_delay
-from dagrun.spec import SensorSpec, TaskSpec
+from dagrun.sensor_options import SensorSpec
+from dagrun.spec import TaskSpec
 from dagrun.states import AttemptOutcome, TaskState
 from dagrun.store import assets, callbacks, pools, runs, sql
 from dagrun.store import statements as q
