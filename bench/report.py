@@ -117,10 +117,14 @@ def _extra_rows(name: str, r: dict) -> list[list[str]]:
     for count, beside in r.get("beside_sensors", {}).items():
         during, alone = beside["pokes_per_s"]["median"], beside["pokes_per_s_alone"]["median"]
         title = (
-            f"the same beside {count} waiting sensors, kept {beside['kept']:.2f} of its ratio "
-            f"({during:.0f} pokes/s during it, {alone:.0f} before it)"
+            f"the same beside {count} sensors poking every second, kept {beside['kept']:.2f} "
+            f"of its ratio ({during:.0f} pokes/s during it, {alone:.0f} before it)"
         )
         extra.append(_row(f"{name} + {count} sensors", {**beside, "title": title}))
+    if "beside_waiting_sensors" in r:
+        quiet = r["beside_waiting_sensors"]
+        title = f"{quiet['command']}, kept {quiet['kept']:.2f} of its ratio"
+        extra.append(_row(f"{name} + waiting sensors", {**quiet, "title": title}))
     if "unchanged_s" in r:
         extra.append(
             _context_row(

@@ -398,13 +398,15 @@ def never():
 
 with DAG("sensors", schedule=None):
     for i in range({count}):
-        task.sensor(task_id=f"s{{i:05d}}", poke_interval=1, timeout=86400)(never)()
+        task.sensor(task_id=f"s{{i:05d}}", poke_interval={poke_interval}, timeout=86400)(never)()
 '''
 
 
 #: How many waiting sensors W7 sets beside W1L: the target is for the first; the second
 #: asks for more pokes a second than two cores can make, and shows what that costs.
 W7_SENSORS = (1_000, 10_000)
+#: Sensors that poked once and wait an hour (holding nothing) beside W1L.
+W7_WAITING = 10_000
 #: Seconds of the sensors alone, counting their pokes, before W1L starts beside them.
 STEADY_SECONDS = 4.0
 
@@ -422,6 +424,8 @@ def w7(ctx: Context) -> dict:
     floors: list[Measurement] = []
     inner: list[float] = []
     beside: dict[int, list[tuple[Measurement, float, float]]] = {n: [] for n in counts}
+    waiting_count = 100 if ctx.tiny else W7_WAITING
+    waiting: list[Measurement] = []
     for rep in range(ctx.repeat):
         m, floor, seconds = backfill_once(ctx.folder(f"W7-{rep}"), "W7", days, W1L_OPTIONS)
         alone.append(m)
@@ -429,6 +433,8 @@ def w7(ctx: Context) -> dict:
         inner.append(seconds)
         for n in counts:
             beside[n].append(beside_sensors(ctx.folder(f"W7-{n}-{rep}"), n, days))
+        folder = ctx.folder(f"W7-waiting-{rep}")
+        waiting.append(beside_waiting_sensors(folder, waiting_count, days))
     tasks = graphs.fan().size * days
     result = throughput(tasks, alone, floors, inner)
     result.update(
@@ -448,11 +454,41 @@ def w7(ctx: Context) -> dict:
             command=f"dagrun run sensors ({n} sensors, poke_interval=1) beside the backfill",
         )
         result["beside_sensors"][str(n)] = with_sensors
+    quiet = throughput(tasks, waiting, floors, inner)
+    quiet.update(
+        kept=quiet["ratio"] / result["ratio"],
+        unit="task",
+        command=f"dagrun run sensors ({waiting_count} sensors waiting an hour) beside it",
+    )
+    result["beside_waiting_sensors"] = quiet
     first = result["beside_sensors"][str(counts[0])]["kept"]
     result["targets"] = [
-        target(f"W1L ratio beside {counts[0]} waiting sensors / alone", first, 0.8, at_most=False)
+        target(f"W1L ratio beside {counts[0]} poking sensors / alone", first, 0.8, at_most=False),
+        target(
+            f"W1L ratio beside {waiting_count} sensors between pokes / alone",
+            quiet["kept"],
+            0.8,
+            at_most=False,
+        ),
     ]
     return result
+
+
+def beside_waiting_sensors(folder: Path, count: int, days: int) -> Measurement:
+    """W1L's backfill beside ``count`` sensors that have poked once and now wait an hour in
+    ``up_for_reschedule``: what waiting sensors cost the claim and the sweeps (they hold no
+    process, slot or lease, so nothing but their rows)."""
+    (folder / "dags").mkdir()
+    dag_file = SENSORS_DAG.format(count=count, poke_interval=3600)
+    (folder / "dags" / "sensors.py").write_text(dag_file)
+    poker = start_poking(folder, count)
+    try:
+        m = backfill_run(folder, "W7", days, W1L_OPTIONS)
+        if poker.poll() is not None:
+            raise RuntimeError(f"W7: the sensors' run exited {poker.returncode} meanwhile")
+    finally:
+        stop_poking(poker)
+    return m
 
 
 def beside_sensors(folder: Path, count: int, days: int) -> tuple[Measurement, float, float]:
@@ -464,7 +500,7 @@ def beside_sensors(folder: Path, count: int, days: int) -> tuple[Measurement, fl
     seconds, which a backfill of about a second could fall between. The backfill starts as
     a burst does, so it always runs beside one."""
     (folder / "dags").mkdir()
-    (folder / "dags" / "sensors.py").write_text(SENSORS_DAG.format(count=count))
+    (folder / "dags" / "sensors.py").write_text(SENSORS_DAG.format(count=count, poke_interval=1))
     poker = start_poking(folder, count)
     try:
         before = pokes(folder)
