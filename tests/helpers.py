@@ -28,6 +28,22 @@ def bare_spec(*tasks, dag_id: str = "d"):
     )
 
 
+def task_context(db_url: str, when):
+    """A task context on the store at ``db_url`` (what an attempt's helpers reach it by)."""
+    from dagrun.context import make_context
+
+    return make_context(
+        dag_id="d",
+        task_id="t",
+        run_id="r",
+        timezone="UTC",
+        logical_date=when,
+        data_interval_start=when,
+        data_interval_end=when,
+        db_url=db_url,
+    )
+
+
 def wait_until(
     predicate: Callable[[], object],
     timeout: float = 30.0,

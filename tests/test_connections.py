@@ -17,9 +17,10 @@ from dagrun.connections import (
     check_id,
     uri_secrets,
 )
-from dagrun.context import make_context, set_current
+from dagrun.context import set_current
 from dagrun.runner import render
 from dagrun.store import connections as conn_store
+from tests.helpers import task_context
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -168,7 +169,7 @@ def test_a_missing_connection_is_a_key_error_naming_it(monkeypatch, sqlite_store
 def test_in_an_attempt_the_attempts_store_is_read(monkeypatch, store, sqlite_url, cache):
     monkeypatch.setenv("DAGRUN_DB_URL", sqlite_url)  # another database: not read in an attempt
     _save(store, Connection("db", "postgresql", host="from-the-attempts-store"))
-    set_current(_context(store.url))
+    set_current(task_context(store.url, NOW))
     try:
         assert Connection.get("db").host == "from-the-attempts-store"
     finally:
@@ -205,16 +206,3 @@ def test_templates_read_connections_by_attribute_or_item(monkeypatch):
 def _save(store, connection: Connection, description: str | None = None) -> None:
     with store.write() as conn:
         conn_store.set_connection(conn, connection, description, NOW)
-
-
-def _context(db_url: str):
-    return make_context(
-        dag_id="d",
-        task_id="t",
-        run_id="r",
-        timezone="UTC",
-        logical_date=NOW,
-        data_interval_start=NOW,
-        data_interval_end=NOW,
-        db_url=db_url,
-    )

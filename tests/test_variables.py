@@ -11,12 +11,13 @@ import pytest
 
 from dagrun import masking
 from dagrun.connections import Connection
-from dagrun.context import make_context, set_current
+from dagrun.context import set_current
 from dagrun.runner import render
 from dagrun.store import audit
 from dagrun.store import connections as conn_store
 from dagrun.store import variables as var_store
 from dagrun.variables import VAR, InvalidVariable, Variable, VariableNotFound
+from tests.helpers import task_context
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
 
@@ -88,7 +89,7 @@ def test_what_cannot_be_stored_is_refused_before_the_store(key, value, serialize
 
 
 def test_a_task_setting_a_secret_is_audited_without_its_value_and_masked(store, cache):
-    set_current(_context(store.url))
+    set_current(task_context(store.url, NOW))
     try:
         Variable.set("db_password", "s3cr3t-value")
         assert Variable.get("db_password") == "s3cr3t-value"
@@ -160,16 +161,3 @@ def test_templates_read_variables_as_text_json_or_with_a_default(monkeypatch):
     assert render("{{ var.value.get('nowhere', 'fallback') }}", names) == "fallback"
     with pytest.raises(VariableNotFound):
         render("{{ var.value.nowhere }}", names)
-
-
-def _context(db_url: str):
-    return make_context(
-        dag_id="d",
-        task_id="t",
-        run_id="r",
-        timezone="UTC",
-        logical_date=NOW,
-        data_interval_start=NOW,
-        data_interval_end=NOW,
-        db_url=db_url,
-    )
