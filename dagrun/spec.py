@@ -122,10 +122,17 @@ class DagSpec:
         outcomes of a DAG without one."""
         return any(t.callbacks for t in self.tasks)
 
-    def next_logical_date(self, cursor: datetime | None, now: datetime) -> datetime | None:
-        """The next logical date the scheduler will create: after its cursor (or from the
-        start date), but with catchup=False the latest complete interval when some were missed.
-        ``dags list`` and the web page both show this."""
+    def next_logical_date(
+        self, cursor: datetime | None, now: datetime, latest_run: datetime | None = None
+    ) -> datetime | None:
+        """The next logical date the scheduler will really create: after its cursor (or from
+        the start date) and after ``latest_run``, the DAG's latest scheduled or backfilled run
+        (a backfill ahead of the cursor leaves nothing for the scheduler to create before
+        it); with catchup=False the latest complete interval when some were missed. ``dags
+        list`` and the web page both show this."""
+        if latest_run is not None:
+            past_latest = latest_run + timedelta(microseconds=1)
+            cursor = past_latest if cursor is None else max(cursor, past_latest)
         if not self.catchup:
             missed = self.timetable.due_intervals(cursor, now, catchup=False)
             if missed:

@@ -27,15 +27,21 @@ def list_dags(app: App, as_json: bool) -> None:
     with app.store.read() as conn:
         rows = reads.active_dags(conn)
         errors = reads.import_errors(conn)
+        latest = reads.latest_runs(conn, [r.dag_id for r in rows])
+    next_dates = {r.dag_id: _next_logical_date(r, latest.get(r.dag_id)) for r in rows}
     if as_json:
-        echo_json([_dag_json(r) for r in rows])
+        echo_json([_dag_json(r, next_dates[r.dag_id]) for r in rows])
         return
     if rows:
         headers = ["dag_id", "schedule", "timezone", "paused", "next run (local)", "file"]
         broken = any(r.error for r in rows)
         echo_table(
             headers + (["import error"] if broken else []),
-            [_dag_line(r, app.folder) + ([_import_error(r)] if broken else []) for r in rows],
+            [
+                _dag_line(r, app.folder, next_dates[r.dag_id])
+                + ([_import_error(r)] if broken else [])
+                for r in rows
+            ],
         )
     else:
         click.echo(f"no DAGs found in {app.folder}")
@@ -43,13 +49,13 @@ def list_dags(app: App, as_json: bool) -> None:
         click.echo(f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True)
 
 
-def _dag_line(r: reads.DagRow, folder: str) -> list[str]:
+def _dag_line(r: reads.DagRow, folder: str, next_date: datetime | None) -> list[str]:
     return [
         r.dag_id,
         r.spec.schedule_text,
         r.spec.timezone,
         _yes(r.is_paused),
-        _next_run_local(r),
+        "-" if next_date is None else fmt_local(next_date, r.spec.timetable.tz),
         _short(r.fileloc, folder),
     ]
 
@@ -59,8 +65,7 @@ def _import_error(r: reads.DagRow) -> str:
     return f"file fails, runs as last parsed: {r.error}" if r.error else ""
 
 
-def _dag_json(r: reads.DagRow) -> dict:
-    next_date = _next_logical_date(r)
+def _dag_json(r: reads.DagRow, next_date: datetime | None) -> dict:
     return {
         "dag_id": r.dag_id,
         "schedule": r.spec.schedule_text,
@@ -74,15 +79,9 @@ def _dag_json(r: reads.DagRow) -> dict:
     }
 
 
-def _next_logical_date(r: reads.DagRow) -> datetime | None:
-    return r.spec.next_logical_date(r.cursor, datetime.now(UTC))
-
-
-def _next_run_local(r: reads.DagRow) -> str:
-    value = _next_logical_date(r)
-    if value is None:
-        return "-"
-    return fmt_local(value, r.spec.timetable.tz)
+def _next_logical_date(r: reads.DagRow, latest_run: datetime | None) -> datetime | None:
+    """The next logical date the scheduler will really create (see ``next_logical_date``)."""
+    return r.spec.next_logical_date(r.cursor, datetime.now(UTC), latest_run)
 
 
 def _yes(flag: bool) -> str:

@@ -171,6 +171,19 @@ def get_dag(conn: Connection, dag_id: str, *, active: bool = True) -> DagRow:
     return _dag_row(row)
 
 
+def latest_runs(conn: Connection, dag_ids: list[str]) -> dict[str, datetime]:
+    """Each DAG's latest logical date of a scheduled, backfilled or asset run (manual runs
+    are not on the schedule), through the (dag_id, logical_date) index."""
+    if not dag_ids:
+        return {}
+    stmt = (
+        select(dag_run.c.dag_id, func.max(dag_run.c.logical_date))
+        .where(dag_run.c.dag_id.in_(dag_ids), dag_run.c.run_type != RunType.MANUAL.value)
+        .group_by(dag_run.c.dag_id)
+    )
+    return dict(sql.tuples(conn, stmt))
+
+
 def load_spec(conn: Connection, dag_id: str) -> DagSpec:
     """The stored spec of a DAG, active or not (runs outlive the file that made them)."""
     row = sql.first(conn, select(dag.c.spec_hash, dag.c.spec).where(dag.c.dag_id == dag_id))

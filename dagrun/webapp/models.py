@@ -31,8 +31,8 @@ class DagInfo:
     next_logical_date: datetime | None
 
     @classmethod
-    def of(cls, row: DagRow, now: datetime) -> DagInfo:
-        return cls(row, row.spec.next_logical_date(row.cursor, now))
+    def of(cls, row: DagRow, now: datetime, latest_run: datetime | None) -> DagInfo:
+        return cls(row, row.spec.next_logical_date(row.cursor, now, latest_run))
 
     @property
     def dag_id(self) -> str:
@@ -149,14 +149,17 @@ def read_dag_list(
 ) -> tuple[list[DagInfo], dict[str, list[RunRow]], int]:
     """The DAGs, their recent runs and the import error count, inside the caller's read."""
     now = store.now(conn)
-    infos = [DagInfo.of(row, now) for row in reads.active_dags(conn)]
+    rows = reads.active_dags(conn)
+    latest = reads.latest_runs(conn, [r.dag_id for r in rows])
+    infos = [DagInfo.of(row, now, latest.get(row.dag_id)) for row in rows]
     recent = reads.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
     return infos, recent, len(reads.import_errors(conn))
 
 
 def read_dag(store: Store, conn: Connection, dag_id: str) -> DagInfo:
     """One DAG, active or not: runs outlive the file that made them, so their grid does too."""
-    return DagInfo.of(reads.get_dag(conn, dag_id, active=False), store.now(conn))
+    latest = reads.latest_runs(conn, [dag_id]).get(dag_id)
+    return DagInfo.of(reads.get_dag(conn, dag_id, active=False), store.now(conn), latest)
 
 
 def read_grid(store: Store, dag_id: str, paging: Paging) -> GridView:

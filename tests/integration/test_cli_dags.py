@@ -391,3 +391,34 @@ def test_dags_show_draws_groups_as_a_table_json_and_mermaid(cli_env, dags_dir):
     assert '  subgraph g0 ["ingest"]' in lines
     assert '    subgraph g1 ["ingest.clean"]' in lines
     assert "  t2 --> t3" in lines
+
+
+def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dags_dir):
+    """A backfill ahead of the scheduler's cursor: the next run is after the backfilled
+    range, not the cursor's date (which already has a run and would be skipped)."""
+    from dagrun.store import Store
+    from dagrun.webapp import WebApp
+    from tests.test_webapp import call
+
+    write_dag(
+        dags_dir,
+        "daily.py",
+        """
+        from dagrun import DAG, BashTask
+        with DAG("daily", schedule="@daily", start_date="2026-01-01", catchup=True):
+            BashTask("t", command="true")
+        """,
+    )
+    before = cli_json("dags", "list", "--json", env=cli_env)[0]["next_logical_date"]
+    assert before == "2026-01-01T00:00:00+00:00"
+    done = dagrun("backfill", "daily", "--start", "2026-01-01", "--end", "2026-02-28", env=cli_env)
+    assert done.returncode == 0, done.stderr
+    after = cli_json("dags", "list", "--json", env=cli_env)[0]["next_logical_date"]
+    assert after == "2026-03-01T00:00:00+00:00"
+    assert "2026-03-01 00:00 UTC" in dagrun("dags", "list", env=cli_env).stdout
+    store = Store(cli_env["DAGRUN_DB_URL"])
+    try:
+        [shown] = call(WebApp(store), "/api/dags").json()["dags"]
+    finally:
+        store.dispose()
+    assert shown["next_logical_date"] == after
