@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 from dagrun.sensor_options import SensorSpec
 from dagrun.states import TriggerRule
-from dagrun.timetable import Expansion, Timetable, make_timetable
+from dagrun.timetable import DataInterval, Expansion, Timetable, make_timetable
 
 
 @dataclass(frozen=True)
@@ -122,24 +122,24 @@ class DagSpec:
         outcomes of a DAG without one."""
         return any(t.callbacks for t in self.tasks)
 
-    def next_logical_date(
+    def next_interval(
         self, cursor: datetime | None, now: datetime, latest_run: datetime | None = None
-    ) -> datetime | None:
-        """The next logical date the scheduler will really create: after its cursor (or from
-        the start date) and after ``latest_run``, the DAG's latest scheduled or backfilled run
-        (a backfill ahead of the cursor leaves nothing for the scheduler to create before
-        it); with catchup=False the latest complete interval when some were missed. ``dags
-        list`` and the web page both show this."""
+    ) -> DataInterval | None:
+        """The interval of the next run the scheduler will really create (its logical date
+        is the start; it is due at the end): after its cursor (or from the start date) and
+        after ``latest_run``, the DAG's latest scheduled or backfilled run (a backfill ahead
+        of the cursor leaves nothing for the scheduler to create before it); with
+        catchup=False the latest complete interval when some were missed. ``dags list`` and
+        the web page both show this."""
         if latest_run is not None:
             past_latest = latest_run + timedelta(microseconds=1)
             cursor = past_latest if cursor is None else max(cursor, past_latest)
         if not self.catchup:
             missed = self.timetable.due_intervals(cursor, now, catchup=False)
             if missed:
-                return missed[0].start
+                return missed[0]
         after = cursor - timedelta(microseconds=1) if cursor else None
-        upcoming = self.timetable.next_interval(after)
-        return upcoming.start if upcoming else None
+        return self.timetable.next_interval(after)
 
     @property
     def schedule_text(self) -> str:

@@ -504,6 +504,8 @@ def test_api_dags_mirrors_the_list(world):
     assert shop["tasks"] == TASKS
     # Runs exist for Jan 1-3 (the scheduler would skip them): the next one it creates is Jan 4.
     assert shop["next_logical_date"] == "2026-01-04T05:00:00+00:00"
+    assert shop["next_due_at"] == "2026-01-05T05:00:00+00:00"  # due when its day has ended
+    assert shop["local_next_due_at"] == "2026-01-05T00:00:00-05:00"
     assert [r["state"] for r in shop["recent_runs"]] == ["success", "success", "failed"]
     assert idle["recent_runs"] == []
 

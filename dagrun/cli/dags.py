@@ -80,8 +80,9 @@ def _dag_json(r: reads.DagRow, next_date: datetime | None) -> dict:
 
 
 def _next_logical_date(r: reads.DagRow, latest_run: datetime | None) -> datetime | None:
-    """The next logical date the scheduler will really create (see ``next_logical_date``)."""
-    return r.spec.next_logical_date(r.cursor, datetime.now(UTC), latest_run)
+    """The next logical date the scheduler will really create (see ``next_interval``)."""
+    upcoming = r.spec.next_interval(r.cursor, datetime.now(UTC), latest_run)
+    return upcoming.start if upcoming else None
 
 
 def _yes(flag: bool) -> str:

@@ -112,6 +112,8 @@ def dag_json(info: DagInfo, recent: list[RunRow]) -> dict[str, Any]:
         "tasks": [t.task_id for t in info.spec.tasks],
         "next_logical_date": iso(upcoming),
         "local_next_logical_date": upcoming.astimezone(tz).isoformat() if upcoming else None,
+        "next_due_at": iso(info.next_due),
+        "local_next_due_at": info.next_due.astimezone(tz).isoformat() if info.next_due else None,
         "recent_runs": [run_json(r, tz) for r in recent],
     }
 

@@ -16,6 +16,7 @@ from dagrun.spec import DagSpec
 from dagrun.states import TaskState
 from dagrun.store import Store, audit, reads
 from dagrun.store.reads import AttemptRow, DagRow, GridPage, RunRow, TaskRow
+from dagrun.timetable import DataInterval
 from dagrun.webapp.formatting import fmt_duration, live_duration, local, utc
 from dagrun.webapp.paging import Paging
 from dagrun.webapp.urls import run_url
@@ -28,11 +29,20 @@ class DagInfo:
     """A DAG as the page shows it: the registry's row and the next run it will get."""
 
     row: DagRow
-    next_logical_date: datetime | None
+    next_interval: DataInterval | None
 
     @classmethod
     def of(cls, row: DagRow, now: datetime, latest_run: datetime | None) -> DagInfo:
-        return cls(row, row.spec.next_logical_date(row.cursor, now, latest_run))
+        return cls(row, row.spec.next_interval(row.cursor, now, latest_run))
+
+    @property
+    def next_logical_date(self) -> datetime | None:
+        return self.next_interval.start if self.next_interval else None
+
+    @property
+    def next_due(self) -> datetime | None:
+        """When the next run falls due: the end of its data interval."""
+        return self.next_interval.end if self.next_interval else None
 
     @property
     def dag_id(self) -> str:

@@ -419,6 +419,9 @@ def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dag
     store = Store(cli_env["DAGRUN_DB_URL"])
     try:
         [shown] = call(WebApp(store), "/api/dags").json()["dags"]
+        page = call(WebApp(store), "/dags/daily/grid").text
     finally:
         store.dispose()
     assert shown["next_logical_date"] == after
+    assert shown["next_due_at"] == "2026-03-02T00:00:00+00:00"
+    assert "due <time" in page and "2026-03-02" in page
