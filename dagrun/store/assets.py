@@ -26,7 +26,7 @@ from sqlalchemy import Connection
 
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import sql
+from dagrun.store import runs, sql
 from dagrun.store import statements as q
 from dagrun.timetable import DataInterval
 
@@ -52,8 +52,7 @@ def record_events(
     ]
     if not produced:
         return 0
-    run_pks = sorted({o.run_pk for o in produced})
-    facts = {r.id: r for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": run_pks})}
+    facts = runs.run_facts(conn, {o.run_pk for o in produced})
     rows = []
     for o in produced:
         spec = spec_for(o.dag_id)

@@ -111,18 +111,8 @@ def claim(
             for r in rows
         ],
     )
-    facts = _run_facts(conn, {r.run_pk for r in rows}, {} if known_runs is None else known_runs)
+    facts = runs.run_facts(conn, {r.run_pk for r in rows}, known_runs)
     return [_claim_from(r, facts[r.run_pk], now) for r in sorted(rows, key=lambda r: r.id)]
-
-
-def _run_facts(conn: Connection, run_pks: set[int], known: dict[int, Any]) -> dict[int, Any]:
-    """The claimed runs' ids, dates and conf: from ``known``, reading the others."""
-    if len(known) > 10_000:  # a long-lived worker keeps only recent runs
-        known.clear()
-    missing = sorted(run_pks - known.keys())
-    if missing:
-        known.update((r.id, r) for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": missing}))
-    return known
 
 
 def _claim_from(row: Any, run: Any, now: datetime) -> Claim:

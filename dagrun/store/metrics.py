@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import Any
 
 from sqlalchemy import Connection, and_, func, select
 
@@ -135,58 +136,35 @@ def _pool_ages(conn: Connection, now: datetime) -> dict[str, float]:
 
 def _pool_waiting(conn: Connection) -> dict[str, int]:
     """Queued task instances of pools that are full or missing: they wait on the pool."""
-    queued = dict(
-        sql.tuples(
-            conn,
-            select(ti.c.pool, func.count())
-            .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
-            .group_by(ti.c.pool),
-        )
-    )
-    if not queued:
-        return {}
-    running = dict(
-        sql.tuples(
-            conn,
-            select(ti.c.pool, func.count())
-            .where(in_state(TaskState.RUNNING), ti.c.pool.in_(list(queued)))
-            .group_by(ti.c.pool),
-        )
-    )
     slots = dict(sql.tuples(conn, select(pool.c.name, pool.c.slots)))
-    return {
-        name: n
-        for name, n in queued.items()
-        if name not in slots or running.get(name, 0) >= slots[name]
-    }
+    return _held_back(conn, ti.c.pool, ti.c.pool.is_not(None), slots, missing_holds=True)
 
 
 def _cap_waiting(conn: Connection) -> dict[str, int]:
     """Queued task instances of DAGs whose max_active_tasks are all running."""
-    queued = dict(
-        sql.tuples(
-            conn,
-            select(ti.c.dag_id, func.count())
-            .where(in_state(TaskState.QUEUED), ti.c.capped.is_(True))
-            .group_by(ti.c.dag_id),
-        )
-    )
+    caps = dict(sql.tuples(conn, select(dag_cap.c.dag_id, dag_cap.c.max_active_tasks)))
+    return _held_back(conn, ti.c.dag_id, ti.c.capped.is_(True), caps, missing_holds=False)
+
+
+def _held_back(
+    conn: Connection, key: Any, limited: Any, limits: dict[str, int], *, missing_holds: bool
+) -> dict[str, int]:
+    """Queued task instances (of those ``limited`` selects) per ``key`` whose limit is all
+    taken by running ones; a key with no limit holds its tasks back if ``missing_holds``
+    (a pool nobody created), else not (a DAG that dropped its cap)."""
+    queued = _count_by(conn, key, in_state(TaskState.QUEUED), limited)
     if not queued:
         return {}
-    caps = dict(sql.tuples(conn, select(dag_cap.c.dag_id, dag_cap.c.max_active_tasks)))
-    running = dict(
-        sql.tuples(
-            conn,
-            select(ti.c.dag_id, func.count())
-            .where(in_state(TaskState.RUNNING), ti.c.dag_id.in_(list(queued)))
-            .group_by(ti.c.dag_id),
-        )
-    )
+    running = _count_by(conn, key, in_state(TaskState.RUNNING), key.in_(list(queued)))
     return {
-        dag_id: n
-        for dag_id, n in queued.items()
-        if dag_id in caps and running.get(dag_id, 0) >= caps[dag_id]
+        name: n
+        for name, n in queued.items()
+        if (running.get(name, 0) >= limits[name] if name in limits else missing_holds)
     }
+
+
+def _count_by(conn: Connection, key: Any, *where: Any) -> dict[str, int]:
+    return dict(sql.tuples(conn, select(key, func.count()).where(*where).group_by(key)))
 
 
 def _blocked_on_past(conn: Connection, now: datetime) -> dict[str, int]:

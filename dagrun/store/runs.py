@@ -110,6 +110,21 @@ def create_manual_run(
     return sql.scalar(conn, q.INSERT_MANUAL_RUN, row), True
 
 
+def run_facts(
+    conn: Connection, run_pks: Iterable[int], known: dict[int, Any] | None = None
+) -> dict[int, Any]:
+    """What work on some runs needs of them (run id, dates, conf) by run pk: from
+    ``known``, a caller's cache (they never change once a run exists), reading the others
+    into it."""
+    known = {} if known is None else known
+    if len(known) > 10_000:  # a long-lived worker keeps only recent runs
+        known.clear()
+    missing = sorted(set(run_pks) - known.keys())
+    if missing:
+        known.update((r.id, r) for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": missing}))
+    return known
+
+
 def set_cursor(conn: Connection, dag_id: str, next_logical_date: datetime | None) -> None:
     """Advance the scheduler's per-DAG cursor: the next logical date it will consider."""
     sql.execute(conn, q.SET_CURSOR, {"b_dag_id": dag_id, "b_cursor": next_logical_date})
