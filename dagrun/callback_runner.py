@@ -28,9 +28,9 @@ from dagrun import masking
 from dagrun.context import make_context, set_current
 from dagrun.dag import DAG, TASK_CALLBACKS
 from dagrun.errors import StoreError
+from dagrun.loader import isolated
 from dagrun.masking import Masker
 from dagrun.params import resolve
-from dagrun.parser import isolated
 from dagrun.runner import AttemptResult, DagCache, captured, log_folder_problem, note, one_line
 from dagrun.states import AttemptOutcome, CallbackEvent, TaskState
 

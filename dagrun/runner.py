@@ -32,10 +32,10 @@ from dagrun import logfiles, mapping, masking, processes, templates
 from dagrun.context import TaskContext, make_context, set_current
 from dagrun.dag import DAG, BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError, StoreError
+from dagrun.loader import import_file, isolated
 from dagrun.logfiles import LogRange
 from dagrun.masking import Masker, MaskingWriter
 from dagrun.params import resolve
-from dagrun.parser import import_file, isolated
 from dagrun.sensor_options import SensorMode
 from dagrun.states import AttemptOutcome
 

@@ -12,7 +12,7 @@ import pytest
 
 from dagrun import DAG, Asset, BashTask
 from dagrun.errors import DagDefinitionError
-from dagrun.parser import build_spec
+from dagrun.loader import build_spec
 from dagrun.scheduler import Scheduler
 from dagrun.spec import DagSpec, TaskSpec
 from dagrun.states import AttemptOutcome, RunState, RunType

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from dagrun import parser
+from dagrun import loader
 from dagrun.graph_export import RENDERERS, to_dot, to_json, to_mermaid
 from dagrun.spec import DagSpec, TaskSpec
 from tests.helpers import bare_spec, write_dag
@@ -37,7 +37,7 @@ EDGES = [
 @pytest.fixture
 def spec(dags_dir: Path) -> DagSpec:
     path = write_dag(dags_dir, "grouped.py", GROUPED)
-    specs, error = parser.load_file(str(path))
+    specs, error = loader.load_file(str(path))
     assert error is None
     return specs[0]
 
@@ -123,7 +123,7 @@ def test_a_dag_without_groups_draws_no_clusters(dags_dir: Path):
             BashTask("a", command="echo") >> BashTask("end", command="echo")
         """,
     )
-    spec = parser.load_file(str(path))[0][0]
+    spec = loader.load_file(str(path))[0][0]
     assert "subgraph" not in to_dot(spec)
     assert to_mermaid(spec).splitlines() == [
         "flowchart LR",

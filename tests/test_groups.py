@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from dagrun import DAG, BashTask, TaskGroup, parser, task, task_group
+from dagrun import DAG, BashTask, TaskGroup, loader, task, task_group
 from dagrun.errors import DagDefinitionError
 from dagrun.spec import DagSpec, TaskSpec
 from tests.helpers import bare_spec, write_dag
@@ -293,7 +293,7 @@ def test_a_group_clash_in_a_file_is_an_import_error(dags_dir: Path):
                 BashTask("extract", command="echo")
         """,
     )
-    specs, error = parser.load_file(str(path))
+    specs, error = loader.load_file(str(path))
     assert specs == []
     assert error.line == 5
     assert "task group id 'ingest' is also a task's id" in error.reason
@@ -317,7 +317,7 @@ def test_the_spec_keeps_each_tasks_group_through_json(dags_dir: Path):
             start >> outer
         """,
     )
-    specs, error = parser.load_file(str(path))
+    specs, error = loader.load_file(str(path))
     assert error is None
     spec = specs[0]
     assert [(t.task_id, t.group) for t in spec.tasks] == [

@@ -215,8 +215,8 @@ def test_jinja2_is_imported_only_for_a_file_with_templates(dags_dir, command, im
         """,
     )
     code = (
-        "import sys\nfrom dagrun import parser\n"
-        f"assert parser.import_file({str(path)!r})\nprint('jinja2' in sys.modules)"
+        "import sys\nfrom dagrun import loader\n"
+        f"assert loader.import_file({str(path)!r})\nprint('jinja2' in sys.modules)"
     )
     out = subprocess.run(
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, env=os.environ

@@ -234,7 +234,7 @@ def test_audit_entries_are_newest_first_and_filter_by_dag(store: Store):
 
 def test_a_run_past_its_dagrun_timeout_fails_with_its_attempts_stopped(store: Store):
     from dagrun import DAG, BashTask
-    from dagrun.parser import build_spec
+    from dagrun.loader import build_spec
 
     with DAG("slowpipe", schedule="@daily", start_date="2026-01-01", dagrun_timeout=60) as dag:
         BashTask("a", command="sleep 100") >> BashTask("b", command="echo")

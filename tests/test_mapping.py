@@ -355,7 +355,7 @@ def test_a_bash_task_maps_over_commands_and_environments(store, dags_dir, tmp_pa
     ],
 )
 def test_bad_mapping_is_an_import_error(dags_dir, call, message):
-    from dagrun.parser import load_file
+    from dagrun.loader import load_file
 
     path = write_dag(
         dags_dir,

@@ -7,7 +7,7 @@ from datetime import timedelta
 from sqlalchemy import insert, update
 
 from dagrun import DAG, BashTask
-from dagrun.parser import build_spec
+from dagrun.loader import build_spec
 from dagrun.states import AttemptOutcome, CallbackState, RunType
 from dagrun.store import metrics, pools, runs
 from dagrun.store.schema import callback, dag_run

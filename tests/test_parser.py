@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import os
 import time
 from pathlib import Path
 
 import pytest
 
-from dagrun import parser
+from dagrun import loader, parser
 from dagrun.spec import DagSpec
 from tests.helpers import write_dag
 
@@ -72,10 +74,10 @@ def test_discover_missing_folder_finds_nothing(tmp_path: Path):
 
 
 def test_module_names_are_unique_per_path_and_stable():
-    one = parser.module_name("/dags/a/pipeline.py")
-    two = parser.module_name("/dags/b/pipeline.py")
+    one = loader.module_name("/dags/a/pipeline.py")
+    two = loader.module_name("/dags/b/pipeline.py")
     assert one != two
-    assert one == parser.module_name("/dags/a/pipeline.py")
+    assert one == loader.module_name("/dags/a/pipeline.py")
     assert one.isidentifier()
 
 
@@ -268,7 +270,7 @@ def test_import_does_not_touch_the_callers_modules(dags_dir: Path):
     assert parse(path)[str(path)].error is None
     assert sys.modules["json"] is not None
     assert sys.path == before
-    assert parser.module_name(str(path)) not in sys.modules
+    assert loader.module_name(str(path)) not in sys.modules
 
 
 # ---------------------------------------------------------------- errors, one per file
@@ -469,19 +471,22 @@ def test_timeout_kills_the_hung_import_and_carries_on(dags_dir: Path):
     assert elapsed < 8
 
 
-def test_a_child_forked_ahead_parses_the_first_share_of_files(dags_dir: Path):
-    """``prefork`` (called before the CLI imports the store) forks the child that the next
-    parse uses; a later parse forks its own again."""
-    first = write_dag(dags_dir, "first.py", GOOD.format(dag_id="first"))
-    second = write_dag(dags_dir, "second.py", GOOD.format(dag_id="second"))
+def test_children_forked_ahead_parse_the_shares_of_files(dags_dir: Path):
+    """``prefork`` (called before the CLI imports the store) forks the children that the next
+    parse uses, one per share of the files; a later parse forks its own again."""
     parser.prefork()
-    spare = parser._spare
-    results = parse(first, second, timeout=10.0)
-    assert parser._spare is None
-    assert not spare.process.is_alive()
-    assert spare.deadline != float("inf")  # it was handed files: the spare did parse
-    assert [dag_ids(results[str(p)]) for p in (first, second)] == [["first"], ["second"]]
-    assert dag_ids(parse(first, timeout=10.0)[str(first)]) == ["first"]
+    spares = list(parser._spares)
+    assert len(spares) == min(os.cpu_count() or 1, 4)
+    files = [
+        write_dag(dags_dir, f"f{i}.py", GOOD.format(dag_id=f"f{i}")) for i in range(len(spares))
+    ]
+    results = parse(*files, timeout=10.0)
+    assert parser._spares == []
+    for spare in spares:
+        assert not spare.process.is_alive()
+        assert spare.deadline != float("inf")  # it was handed files: the spare did parse
+    assert [dag_ids(results[str(p)]) for p in files] == [[f"f{i}"] for i in range(len(files))]
+    assert dag_ids(parse(files[0], timeout=10.0)[str(files[0])]) == ["f0"]
 
 
 def test_a_hung_file_in_the_forked_ahead_child_still_times_out(dags_dir: Path):
@@ -508,3 +513,14 @@ def test_default_timeout_comes_from_the_environment():
 
 def test_no_files_parse_to_nothing():
     assert parser.parse_files({}) == {}
+
+
+def test_a_spec_from_a_parse_child_is_stored_as_the_child_wrote_it(dags_dir: Path):
+    """The parent keeps the child's JSON (no second serialisation): it must be exactly what
+    ``to_json`` of the same spec gives, and read back into an equal spec."""
+    path = write_dag(dags_dir, "good.py", GOOD.format(dag_id="wire"))
+    [spec] = parse(path, timeout=10.0)[str(path)].dags
+    fresh = DagSpec.from_json(spec.to_json())
+    assert fresh == spec
+    assert fresh.to_json() == spec.to_json()
+    assert json.loads(spec.to_json())["tasks"][0]["task_id"] == spec.tasks[0].task_id

@@ -23,7 +23,7 @@ from dagrun import DAG, BashTask, partition
 from dagrun import partitions as partitions_module
 from dagrun.context import make_context, set_current
 from dagrun.errors import LeaseLost, NonRetryableError
-from dagrun.parser import build_spec
+from dagrun.loader import build_spec
 from dagrun.partitions import InvalidPartition, PartitionNotFound
 from dagrun.states import RunType
 from dagrun.store import attempts, engine, registry, runs, upkeep

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from dagrun import logfiles
-from dagrun.parser import isolated, module_name
+from dagrun.loader import isolated, module_name
 from dagrun.runner import AttemptRequest, AttemptResult, DagCache, execute
 from dagrun.states import AttemptOutcome
 from tests.helpers import attempt_request, write_dag

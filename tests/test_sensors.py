@@ -13,7 +13,7 @@ from sqlalchemy import select
 
 from dagrun import DAG, BashTask, task
 from dagrun.errors import DagDefinitionError
-from dagrun.parser import build_spec, load_file
+from dagrun.loader import build_spec, load_file
 from dagrun.sensor_options import SensorSpec
 from dagrun.sensors import ExternalTaskSensor, FileSensor, TimeDeltaSensor
 from dagrun.spec import DagSpec

@@ -16,7 +16,7 @@ from sqlalchemy.exc import IntegrityError, StatementError
 
 from dagrun import DAG, BashTask
 from dagrun.errors import DagNotFound, StoreError
-from dagrun.parser import build_spec
+from dagrun.loader import build_spec
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
 from dagrun.store import Store, attempts, reads, registry, runs, schema, statements, upkeep

@@ -10,7 +10,7 @@ from dagrun import logfiles, params
 from dagrun.cli.app import App, echo_json, echo_table, pass_app, pick_run, resolve_date
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.instants import iso
-from dagrun.parser import import_file
+from dagrun.loader import import_file
 from dagrun.runner import AttemptRequest, DagCache, execute
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, TaskState
