@@ -10,10 +10,12 @@ killed, the file is reported, and a fresh child carries on with the rest.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import multiprocessing
 import os
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
@@ -38,17 +40,19 @@ class FileResult:
 
 def discover(folder: str | os.PathLike) -> dict[str, str]:
     """Every ``*.py`` below ``folder`` (hidden folders and caches skipped) -> content hash."""
+    return {path: file_hash(path) for path in _python_files(folder)}
+
+
+def _python_files(folder: str | os.PathLike) -> Iterator[str]:
+    """The absolute paths of the ``*.py`` files below ``folder``, in a stable order."""
     root = Path(folder)
-    found: dict[str, str] = {}
     if not root.is_dir():
-        return found
+        return
     for dirpath, dirnames, filenames in os.walk(root):
         dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
         for name in sorted(filenames):
             if name.endswith(".py") and not name.startswith("."):
-                path = os.path.abspath(os.path.join(dirpath, name))
-                found[path] = file_hash(path)
-    return found
+                yield os.path.abspath(os.path.join(dirpath, name))
 
 
 def file_hash(path: str) -> str:
@@ -179,12 +183,15 @@ def parse_files(
 _spares: list[_ParseChild] = []
 
 
-def prefork() -> None:
+def prefork(folder: str | os.PathLike) -> None:
     """Fork the parse children now, before this process imports the store: their imports
     (networkx, the authoring API) then overlap the parent's (SQLAlchemy) on other cores, and
-    a command that parses changed files waits less. Unused, they end with this process."""
+    a command that parses changed files waits less. As many as a parse of ``folder`` would
+    use: a spare with no file to parse would only take a core from the command. Unused,
+    they end with this process."""
     if not _spares:
-        _spares.extend(_ParseChild() for _ in range(_share_count()))
+        files = sum(1 for _ in itertools.islice(_python_files(folder), _share_count()))
+        _spares.extend(_ParseChild() for _ in range(_share_count(files) if files else 0))
 
 
 def _share_count(files: int | None = None) -> int:

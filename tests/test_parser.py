@@ -474,24 +474,34 @@ def test_timeout_kills_the_hung_import_and_carries_on(dags_dir: Path):
 def test_children_forked_ahead_parse_the_shares_of_files(dags_dir: Path):
     """``prefork`` (called before the CLI imports the store) forks the children that the next
     parse uses, one per share of the files; a later parse forks its own again."""
-    parser.prefork()
+    count = min(os.cpu_count() or 1, 4)
+    files = [write_dag(dags_dir, f"f{i}.py", GOOD.format(dag_id=f"f{i}")) for i in range(count)]
+    parser.prefork(dags_dir)
     spares = list(parser._spares)
-    assert len(spares) == min(os.cpu_count() or 1, 4)
-    files = [
-        write_dag(dags_dir, f"f{i}.py", GOOD.format(dag_id=f"f{i}")) for i in range(len(spares))
-    ]
+    assert len(spares) == count
     results = parse(*files, timeout=10.0)
     assert parser._spares == []
     for spare in spares:
         assert not spare.process.is_alive()
         assert spare.deadline != float("inf")  # it was handed files: the spare did parse
-    assert [dag_ids(results[str(p)]) for p in files] == [[f"f{i}"] for i in range(len(files))]
+    assert [dag_ids(results[str(p)]) for p in files] == [[f"f{i}"] for i in range(count)]
     assert dag_ids(parse(files[0], timeout=10.0)[str(files[0])]) == ["f0"]
+
+
+def test_no_more_children_are_forked_ahead_than_there_are_files(dags_dir: Path):
+    """A spare with no file to parse would only take a core from the command."""
+    parser.prefork(dags_dir / "missing")
+    assert parser._spares == []
+    first = write_dag(dags_dir, "first.py", GOOD.format(dag_id="first"))
+    parser.prefork(dags_dir)
+    assert len(parser._spares) == 1
+    assert dag_ids(parse(first, timeout=10.0)[str(first)]) == ["first"]
+    assert parser._spares == []
 
 
 def test_a_hung_file_in_the_forked_ahead_child_still_times_out(dags_dir: Path):
     hung = write_dag(dags_dir, "hung.py", SLEEPS_FOREVER)
-    parser.prefork()
+    parser.prefork(dags_dir)
     results = parse(hung, timeout=1.0)
     assert "did not finish within 1 s" in results[str(hung)].error.reason
 

@@ -59,7 +59,7 @@ class LazyGroup(click.Group):
         if name in PARSING_COMMANDS:
             from dagrun import parser
 
-            parser.prefork()
+            parser.prefork(ctx.params.get("dags_folder") or "dags")
         loaded = importlib.import_module(f"dagrun.cli.{module}")
         return next((c for c in loaded.COMMANDS if c.name == name), None)
 
