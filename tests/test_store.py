@@ -184,6 +184,10 @@ VERSION_4_FROM_5 = [
 ]
 
 
+#: Undoes migration 8 (both engines): callbacks and partition writes found by run no more.
+VERSION_7_FROM_8 = ["DROP INDEX ix_callback_run", "DROP INDEX ix_partition_write_run"]
+
+
 #: Undoes migration 7 (both engines): no sensor columns, variables, connections or assets.
 VERSION_6_FROM_7 = [
     "DROP INDEX ix_ti_reschedule_at",
@@ -276,13 +280,13 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
     and adds late results and good sources (3), lets manual runs share a logical date and
     the audit log name runs (4), adds the callback outbox and task caps (5), map indexes
-    (6), sensor columns, variables, connections and assets (7), keeps every run, task
-    instance and attempt, records 7."""
+    (6), sensor columns, variables, connections and assets (7), the indexes retention
+    deletes by (8), keeps every run, task instance and attempt, records 8."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
     with store.write() as conn:
-        for statement in VERSION_6_FROM_7:
+        for statement in VERSION_7_FROM_8 + VERSION_6_FROM_7:
             conn.exec_driver_sql(statement)
     store.dispose()
     undo_version_6(store)
@@ -299,7 +303,10 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 7
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 8
+            for table, index in [("callback", "ix_callback_run"), ("partition_write", None)]:
+                names = {i["name"] for i in inspect(conn).get_indexes(table)}
+                assert (index or "ix_partition_write_run") in names
             tables = set(inspect(conn).get_table_names())
             assert {"variable", "connection", "asset_event", "asset_consumed"} <= tables
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())

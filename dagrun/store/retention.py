@@ -1,0 +1,448 @@
+"""Retention: finished history older than a cutoff is deleted (``dagrun db clean``).
+
+What goes: runs that ended (success or failed) with a logical date before the cutoff, with
+their task instances, attempts, callbacks and partition-write records; audit rows from
+before the cutoff; asset events from before it that a newer event of the same asset and
+partition key has superseded; and the log segments no remaining attempt or callback points
+into. What stays, whatever its age: a run that has not ended (waiting, queued, running), or
+that a worker may still touch (a task instance queued, running or waiting to retry or to
+poke again, a callback pending or running); and the latest event of every (asset, partition
+key), the last record of a produced partition and what asset scheduling reads (``look``
+only ever uses the latest event of a key; ``asset_consumed`` keeps its own copy of the
+event id and fingerprint a run consumed).
+
+Deleting finished history claims, leases and moves no state, so these statements live here
+and not in ``statements.py``, the catalogue of the concurrency story. They still keep out of
+its way: runs are found by a read over the (dag_id, logical_date) index, then each batch of
+``BATCH_RUNS`` is checked again and deleted in one short write transaction (on PostgreSQL the
+runs are locked with SKIP LOCKED, so a run someone holds is passed over, never waited for).
+Every statement a batch runs finds its rows through an index, so a batch costs the same on
+years of history as on days. The audit log and asset events are walked by primary key.
+
+Log files go after the commit of the rows that pointed at them, never before: a crash in
+between leaves an orphan file, never a row naming a missing one. A segment holds the logs of
+many attempts (``dagrun.logfiles``), so it goes only when no remaining attempt or callback
+points into it, its writer has left it (the same process has opened a newer segment, or that
+process is gone from this host) and it has not been written for ``QUIET_SECONDS`` (an
+attempt's range is recorded a moment after its output: a group commit, an outage ridden out).
+A day folder goes when it is empty and older than yesterday (a writer makes today's).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import glob
+import os
+import socket
+import time
+from collections import Counter
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, fields
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Connection, and_, bindparam, delete, exists, func, or_, select
+
+from dagrun.errors import StoreConflict
+from dagrun.states import CallbackState, RunState, TaskState
+from dagrun.store import audit, sql
+from dagrun.store.engine import Store
+from dagrun.store.schema import (
+    asset_event,
+    audit_log,
+    callback,
+    dag,
+    dag_run,
+    partition_write,
+    task_attempt,
+    task_instance,
+)
+from dagrun.store.sql import Statement
+
+#: Runs deleted per transaction: short enough that a scheduler waits milliseconds for it.
+BATCH_RUNS = 1000
+#: A log segment written this recently may still get a recorded range: kept for a later clean.
+QUIET_SECONDS = 15 * 60
+#: A run in one of these states has ended; any other may still change.
+FINISHED_RUNS = (RunState.SUCCESS, RunState.FAILED)
+#: Task instances a worker holds or will claim: their run is not history yet.
+_BUSY_TASKS = (
+    TaskState.QUEUED,
+    TaskState.RUNNING,
+    TaskState.UP_FOR_RETRY,
+    TaskState.UP_FOR_RESCHEDULE,
+)
+_OPEN_CALLBACKS = (CallbackState.PENDING, CallbackState.RUNNING)
+_EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+
+ti = task_instance
+
+
+def _b(name: str, **kwargs):
+    return bindparam(f"b_{name}", **kwargs)
+
+
+def _many(name: str):
+    return bindparam(f"b_{name}", expanding=True)
+
+
+@dataclass
+class Tally:
+    """What a clean deleted (or, for a dry run, would delete), and the log segments kept."""
+
+    runs: int = 0
+    task_instances: int = 0
+    attempts: int = 0
+    callbacks: int = 0
+    partition_writes: int = 0
+    asset_events: int = 0
+    audit_rows: int = 0
+    log_files: int = 0
+    log_bytes: int = 0
+    #: Segments of deleted attempts that still hold logs of kept ones.
+    shared_segments: int = 0
+    #: Segments a writer may still append to, or written too recently: a later clean takes them.
+    open_segments: int = 0
+    #: Log files the rows named that are not on this host.
+    absent_files: int = 0
+
+    def add(self, other: Tally) -> None:
+        for f in fields(self):
+            setattr(self, f.name, getattr(self, f.name) + getattr(other, f.name))
+
+    def to_json(self) -> dict[str, int]:
+        return {f.name: getattr(self, f.name) for f in fields(self)}
+
+
+# ---------------------------------------------------------------- statements
+
+_FINISHED = dag_run.c.state.in_([s.value for s in FINISHED_RUNS])
+#: Nothing of the run is held by a worker or waits for one.
+_IDLE = and_(
+    ~exists().where(ti.c.run_pk == dag_run.c.id, ti.c.state.in_([s.value for s in _BUSY_TASKS])),
+    ~exists().where(
+        callback.c.run_pk == dag_run.c.id,
+        callback.c.state.in_([s.value for s in _OPEN_CALLBACKS]),
+    ),
+)
+_DAG_IDS = Statement(
+    "Every DAG id (runs are found per DAG, by its date index).", select(dag.c.dag_id)
+)
+_OLD_RUNS = Statement(
+    "A DAG's finished, idle runs with a logical date before ``b_before``, after the cursor "
+    "(``b_after``, ``b_after_id``), oldest first: a range of the (dag_id, logical_date) index.",
+    select(dag_run.c.id, dag_run.c.logical_date)
+    .where(
+        dag_run.c.dag_id == _b("dag_id"),
+        dag_run.c.logical_date < _b("before"),
+        dag_run.c.logical_date >= _b("after"),
+        or_(dag_run.c.logical_date > _b("after"), dag_run.c.id > _b("after_id")),
+        _FINISHED,
+        _IDLE,
+    )
+    .order_by(dag_run.c.logical_date, dag_run.c.id)
+    .limit(_b("limit")),
+)
+_LOCK_OLD_RUNS = Statement(
+    "Of a batch of runs, lock those still finished and idle (SKIP LOCKED: a run someone holds "
+    "is passed over), in id order.",
+    select(dag_run.c.id)
+    .where(dag_run.c.id.in_(_many("run_pks")), _FINISHED, _IDLE)
+    .order_by(dag_run.c.id)
+    .with_for_update(skip_locked=True),
+)
+
+
+def _logs_of(table) -> Statement:
+    return Statement(
+        f"The log files {table.name} rows of some runs point into, with how many rows each.",
+        select(table.c.log_path, func.count())
+        .where(table.c.run_pk.in_(_many("run_pks")), table.c.log_path.is_not(None))
+        .group_by(table.c.log_path),
+    )
+
+
+def _count_of(table, column) -> Statement:
+    return Statement(
+        f"How many {table.name} rows some runs have.",
+        select(func.count()).select_from(table).where(column.in_(_many("run_pks"))),
+    )
+
+
+def _delete_of(table, column, *guard) -> Statement:
+    return Statement(
+        f"Delete the {table.name} rows of some runs.",
+        delete(table).where(column.in_(_many("run_pks")), *guard),
+    )
+
+
+_ATTEMPT_LOGS, _CALLBACK_LOGS = _logs_of(task_attempt), _logs_of(callback)
+#: (tally field, count, delete): children first, so no row is left pointing at a deleted one.
+_RUN_TABLES = [
+    (name, _count_of(table, column), _delete_of(table, column, *guard))
+    for name, table, column, guard in [
+        ("callbacks", callback, callback.c.run_pk, ()),
+        ("partition_writes", partition_write, partition_write.c.run_pk, ()),
+        ("attempts", task_attempt, task_attempt.c.run_pk, ()),
+        ("task_instances", ti, ti.c.run_pk, ()),
+        ("runs", dag_run, dag_run.c.id, (_FINISHED,)),
+    ]
+]
+_REFERENCED = [
+    Statement(
+        f"Every log file {table.name} rows point into, with how many rows each.",
+        select(table.c.log_path, func.count())
+        .where(table.c.log_path.is_not(None))
+        .group_by(table.c.log_path),
+    )
+    for table in (task_attempt, callback)
+]
+
+_newer = asset_event.alias("newer")
+_SUPERSEDED = and_(
+    asset_event.c.created_at < _b("before"),
+    exists().where(
+        _newer.c.asset == asset_event.c.asset,
+        _newer.c.partition_key == asset_event.c.partition_key,
+        _newer.c.id > asset_event.c.id,
+    ),
+)
+#: (tally field, the next ids to delete after ``b_after``, their count, delete by id).
+_WALKS = [
+    (
+        name,
+        Statement(
+            f"The next {table.name} rows to delete, by id after ``b_after``.",
+            select(table.c.id)
+            .where(table.c.id > _b("after"), old)
+            .order_by(table.c.id)
+            .limit(_b("limit")),
+        ),
+        Statement(
+            f"How many {table.name} rows are to go.",
+            select(func.count()).select_from(table).where(old),
+        ),
+        Statement(
+            f"Delete {table.name} rows by id (still old).",
+            delete(table).where(table.c.id.in_(_many("ids")), old),
+        ),
+    )
+    for name, table, old in [
+        ("asset_events", asset_event, _SUPERSEDED),
+        ("audit_rows", audit_log, audit_log.c.at < _b("before")),
+    ]
+]
+
+
+# ---------------------------------------------------------------- plan and clean
+
+
+def plan(
+    store: Store, before: datetime, *, batch: int = BATCH_RUNS, quiet: float = QUIET_SECONDS
+) -> Tally:
+    """What ``clean`` would delete now, deleting nothing (``--dry-run``, the confirmation)."""
+    found = Tally()
+    deleted_refs: Counter[str] = Counter()
+    for pks in _batches(store, before, batch):
+        with store.read() as conn:
+            for name, count, _ in _RUN_TABLES:
+                setattr(found, name, getattr(found, name) + sql.scalar(conn, count, _pks(pks)))
+            deleted_refs.update(_log_refs(conn, pks))
+    with store.read() as conn:
+        for name, _, count, _ in _WALKS:
+            setattr(found, name, sql.scalar(conn, count, {"b_before": before}))
+        if deleted_refs:
+            remaining = _referenced(conn)
+            remaining.subtract(deleted_refs)
+    if deleted_refs:
+        gone = {p for p in deleted_refs if remaining[p] <= 0}
+        _remove_logs(gone, found, quiet=quiet, dry_run=True)
+        found.shared_segments = sum(1 for p in deleted_refs if remaining[p] > 0)
+    return found
+
+
+def clean(
+    store: Store,
+    before: datetime,
+    *,
+    batch: int = BATCH_RUNS,
+    quiet: float = QUIET_SECONDS,
+    progress: Callable[[Tally], None] | None = None,
+) -> Tally:
+    """Delete what ``plan`` counts, a batch of runs per transaction (``progress`` hears of
+    each), then the log files no row points into any more, then old audit rows and
+    superseded asset events; the clean itself is the last audit row."""
+    done = Tally()
+    touched: set[str] = set()
+    for pks in _batches(store, before, batch):
+        freed, paths = _delete_runs(store, pks)
+        done.add(freed)
+        touched |= paths
+        if progress is not None:
+            progress(done)
+    if touched:
+        with store.read() as conn:
+            remaining = _referenced(conn)
+        _remove_logs({p for p in touched if remaining[p] <= 0}, done, quiet=quiet)
+        done.shared_segments = sum(1 for p in touched if remaining[p] > 0)
+    for name, next_ids, _, remove in _WALKS:
+        setattr(done, name, _walk(store, next_ids, remove, before, batch))
+    with store.write() as conn:
+        audit.record(store, conn, "db_clean", None, before=before, **done.to_json())
+    return done
+
+
+def _batches(store: Store, before: datetime, batch: int) -> Iterator[list[int]]:
+    """The candidate runs, ``batch`` at a time, DAG after DAG, oldest first in each; each
+    read is a short transaction of its own (the next batch is read after the last one went)."""
+    with store.read() as conn:
+        dag_ids = sql.scalars(conn, _DAG_IDS)
+    pending: list[int] = []
+    for dag_id in dag_ids:
+        after, after_id = _EARLIEST, 0
+        while True:
+            params = {
+                "b_dag_id": dag_id,
+                "b_before": before,
+                "b_after": after,
+                "b_after_id": after_id,
+                "b_limit": batch - len(pending),
+            }
+            with store.read() as conn:
+                found = sql.tuples(conn, _OLD_RUNS, params)
+            pending.extend(pk for pk, _ in found)
+            if len(pending) >= batch:
+                yield pending
+                pending = []
+            if len(found) < params["b_limit"]:
+                break
+            after_id, after = found[-1]
+    if pending:
+        yield pending
+
+
+def _delete_runs(store: Store, pks: list[int], tries: int = 3) -> tuple[Tally, set[str]]:
+    """One transaction: lock the runs still finished and idle, note the log files their
+    attempts and callbacks point into, delete their rows children first. A transaction that
+    lost a race (a deadlock PostgreSQL broke) is tried again."""
+    for attempt in range(tries):
+        try:
+            with store.write() as conn:
+                kept = sql.scalars(conn, _LOCK_OLD_RUNS, _pks(pks))
+                freed = Tally()
+                if not kept:
+                    return freed, set()
+                paths = set(_log_refs(conn, kept))
+                for name, _, remove in _RUN_TABLES:
+                    setattr(freed, name, sql.execute(conn, remove, _pks(kept)).rowcount)
+                return freed, paths
+        except StoreConflict:
+            if attempt == tries - 1:
+                raise
+    raise AssertionError("unreachable")
+
+
+def _walk(store: Store, next_ids: Statement, remove: Statement, before: datetime, batch: int):
+    """Delete the old rows of a table ``batch`` at a time in id order; how many went."""
+    after, deleted = 0, 0
+    while True:
+        params = {"b_after": after, "b_before": before, "b_limit": batch}
+        with store.read() as conn:
+            ids = sql.scalars(conn, next_ids, params)
+        if not ids:
+            return deleted
+        with store.write() as conn:
+            deleted += sql.execute(conn, remove, {"b_ids": ids, "b_before": before}).rowcount
+        after = ids[-1]
+
+
+def _pks(pks: list[int]) -> dict[str, list[int]]:
+    return {"b_run_pks": pks}
+
+
+def _log_refs(conn: Connection, pks: list[int]) -> Counter[str]:
+    refs: Counter[str] = Counter()
+    for statement in (_ATTEMPT_LOGS, _CALLBACK_LOGS):
+        refs.update(dict(sql.tuples(conn, statement, _pks(pks))))
+    return refs
+
+
+def _referenced(conn: Connection) -> Counter[str]:
+    """How many rows point into each log file (one pass over attempts and callbacks)."""
+    refs: Counter[str] = Counter()
+    for statement in _REFERENCED:
+        refs.update(dict(sql.tuples(conn, statement)))
+    return refs
+
+
+# ---------------------------------------------------------------- log files
+
+
+def _remove_logs(
+    paths: set[str], tally: Tally, *, quiet: float = QUIET_SECONDS, dry_run: bool = False
+) -> None:
+    """Remove the log files no row points into (count them only on a dry run), then the day
+    folders they leave empty; files still open or not on this host are counted, not
+    touched."""
+    folders: set[str] = set()
+    for path in sorted(paths):
+        if not path.endswith(".log"):
+            continue
+        try:
+            size, written = _stat(path)
+        except FileNotFoundError:
+            tally.absent_files += 1
+            continue
+        if time.time() - written < quiet or _writer_active(path):
+            tally.open_segments += 1
+            continue
+        if not dry_run:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                continue
+            folders.add(os.path.dirname(path))
+        tally.log_files += 1
+        tally.log_bytes += size
+    for folder in folders:
+        _remove_day_folder(folder)
+
+
+def _stat(path: str) -> tuple[int, float]:
+    stat = os.stat(path)
+    return stat.st_size, stat.st_mtime
+
+
+def _writer_active(path: str) -> bool:
+    """Whether the process that wrote this segment may still append to it: it has opened no
+    newer segment and is alive on this host (or on another host, where we cannot tell).
+    A file not named as a segment (``<host>-<pid>-<n>.log``) was written once."""
+    parts = os.path.basename(path).removesuffix(".log").rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return False
+    host, pid, number = parts[0], int(parts[1]), int(parts[2])
+    logs = os.path.dirname(os.path.dirname(path))
+    pattern = os.path.join(glob.escape(logs), "*", glob.escape(f"{host}-{pid}-") + "*.log")
+    for other in glob.glob(pattern):
+        tail = os.path.basename(other).removesuffix(".log").rsplit("-", 1)[-1]
+        if tail.isdigit() and int(tail) > number:
+            return False  # it moved on: a process never goes back to an older segment
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_day_folder(folder: str) -> None:
+    """Remove an emptied day folder of the logs, unless a writer may still make a segment in
+    it (today's and yesterday's, by UTC day)."""
+    name = os.path.basename(folder)
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+    if len(name) != 10 or name >= yesterday:
+        return
+    with contextlib.suppress(OSError):  # not empty, or gone already
+        os.rmdir(folder)
