@@ -51,7 +51,7 @@ def to_dot(spec: DagSpec) -> str:
     lines = [f"digraph {_dot_quote(spec.dag_id)} {{", "  rankdir=LR;", "  node [shape=box];"]
     clusters = itertools.count()
 
-    def emit(group: _Group, indent: str) -> None:
+    def emit(group: GroupNode, indent: str) -> None:
         lines.extend(f"{indent}{_dot_quote(task_id)};" for task_id in group.tasks)
         for child in group.children.values():
             lines.append(f"{indent}subgraph cluster_{next(clusters)} {{")
@@ -59,7 +59,7 @@ def to_dot(spec: DagSpec) -> str:
             emit(child, indent + "  ")
             lines.append(f"{indent}}}")
 
-    emit(_group_tree(spec), "  ")
+    emit(group_tree(spec), "  ")
     lines.extend(f"  {_dot_quote(up)} -> {_dot_quote(down)};" for up, down in _edges(spec))
     lines.append("}")
     return "\n".join(lines)
@@ -73,14 +73,14 @@ def to_mermaid(spec: DagSpec) -> str:
     lines = ["flowchart LR"]
     subgraphs = itertools.count()
 
-    def emit(group: _Group, indent: str) -> None:
+    def emit(group: GroupNode, indent: str) -> None:
         lines.extend(f"{indent}{node[t]}[{_mermaid_text(t)}]" for t in group.tasks)
         for child in group.children.values():
             lines.append(f"{indent}subgraph g{next(subgraphs)} [{_mermaid_text(child.path)}]")
             emit(child, indent + "  ")
             lines.append(f"{indent}end")
 
-    emit(_group_tree(spec), "  ")
+    emit(group_tree(spec), "  ")
     lines.extend(f"  {node[up]} --> {node[down]}" for up, down in _edges(spec))
     return "\n".join(lines)
 
@@ -94,22 +94,23 @@ RENDERERS: dict[str, Callable[[DagSpec], str]] = {
 
 
 @dataclass
-class _Group:
+class GroupNode:
     """A group's tasks and nested groups (the root stands for the DAG itself)."""
 
     path: str
     tasks: list[str] = field(default_factory=list)
-    children: dict[str, _Group] = field(default_factory=dict)
+    children: dict[str, GroupNode] = field(default_factory=dict)
 
 
-def _group_tree(spec: DagSpec) -> _Group:
-    """The groups as a tree; groups and tasks in the order their first task comes."""
-    root = _Group("")
+def group_tree(spec: DagSpec) -> GroupNode:
+    """The groups as a tree; groups and tasks in the order their first task comes. The
+    exports and the web page's graph (``dagrun.webapp.graph_view``) draw the same tree."""
+    root = GroupNode("")
     for t in spec.tasks:
         group = root
         for key in t.group.split(".") if t.group else ():
             path = f"{group.path}.{key}" if group.path else key
-            group = group.children.setdefault(key, _Group(path))
+            group = group.children.setdefault(key, GroupNode(path))
         group.tasks.append(t.task_id)
     return root
 

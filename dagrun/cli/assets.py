@@ -5,7 +5,6 @@ from __future__ import annotations
 import click
 
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
-from dagrun.instants import iso
 from dagrun.store import assets, reads
 
 
@@ -24,19 +23,7 @@ def list_assets(app: App, as_json: bool) -> None:
         specs = [r.spec for r in reads.active_dags(conn)]
         rows = assets.asset_rows(conn, specs)
     if as_json:
-        echo_json(
-            [
-                {
-                    "name": r.name,
-                    "producers": list(r.producers),
-                    "consumers": list(r.consumers),
-                    "events": r.events,
-                    "latest_partition_key": r.latest_key,
-                    "latest_event_at": iso(r.latest_at),
-                }
-                for r in rows
-            ]
-        )
+        echo_json([r.to_json() for r in rows])
         return
     if not rows:
         click.echo("no assets; give a task outlets=[Asset(NAME)] to produce one")

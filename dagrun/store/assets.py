@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection
 
+from dagrun.instants import iso
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import runs, sql
@@ -216,7 +217,8 @@ def move_cursor(conn: Connection, spec: DagSpec, cursor: int) -> None:
 
 @dataclass(frozen=True)
 class AssetRow:
-    """An asset: who produces it (``dag.task``), who is scheduled on it, and its events."""
+    """An asset: who produces it (``dag.task``, and that task's DAG in ``producer_dags``),
+    who is scheduled on it, and its events."""
 
     name: str
     producers: tuple[str, ...]
@@ -224,17 +226,30 @@ class AssetRow:
     events: int
     latest_key: str | None
     latest_at: datetime | None
+    producer_dags: tuple[str, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "name": self.name,
+            "producers": list(self.producers),
+            "consumers": list(self.consumers),
+            "events": self.events,
+            "latest_partition_key": self.latest_key,
+            "latest_event_at": iso(self.latest_at),
+        }
 
 
 def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
     """Every asset the DAGs name or events record, by name. An asset a DAG waits for that
     nothing has produced yet shows with no events (the DAG waits; it is not an error)."""
     producers: dict[str, list[str]] = {}
+    producer_dags: dict[str, list[str]] = {}
     consumers: dict[str, list[str]] = {}
     for spec in specs:
         for task in spec.tasks:
             for name in task.outlets:
                 producers.setdefault(name, []).append(f"{spec.dag_id}.{task.task_id}")
+                producer_dags.setdefault(name, []).append(spec.dag_id)
         for name in spec.assets:
             consumers.setdefault(name, []).append(spec.dag_id)
     summary = {r[0]: r[1:] for r in sql.tuples(conn, q.ASSET_EVENT_SUMMARY)}
@@ -245,6 +260,80 @@ def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
             tuple(producers.get(name, ())),
             tuple(consumers.get(name, ())),
             *summary.get(name, (0, None, None)),
+            producer_dags=tuple(producer_dags.get(name, ())),
         )
         for name in names
+    ]
+
+
+@dataclass(frozen=True)
+class AssetEvent:
+    """One event as an operator reads it: the partition, its fingerprint, and the DAG, run
+    and task that produced it (None for a run since deleted)."""
+
+    id: int
+    asset: str
+    partition_key: str
+    fingerprint: str | None
+    dag_id: str | None
+    task_id: str | None
+    created_at: datetime
+    run_id: str | None
+
+
+def latest_events(conn: Connection, names: Iterable[str]) -> dict[str, AssetEvent]:
+    """The latest event of each named asset that has one, by asset."""
+    names = sorted(set(names))
+    if not names:
+        return {}
+    found = sql.tuples(conn, q.LATEST_ASSET_EVENTS, {"b_assets": names})
+    return {row[1]: AssetEvent(*row) for row in found}
+
+
+@dataclass(frozen=True)
+class Awaited:
+    """An asset a DAG is scheduled on, as that DAG sees it: the asset's latest event, the
+    event of the same key the DAG's run consumed, and whether its cursor has passed the
+    latest event (a key waiting for another asset's event is looked at, not consumed)."""
+
+    name: str
+    latest: AssetEvent | None
+    consumed_event_id: int | None
+    consumed_at: datetime | None
+    looked_at: bool
+
+    @property
+    def status(self) -> str:
+        """``no events``, ``consumed``, ``waiting for other assets`` (its key is not
+        complete), or ``new`` (the scheduler has not looked at it yet)."""
+        if self.latest is None:
+            return "no events"
+        if self.consumed_event_id is not None and self.consumed_event_id >= self.latest.id:
+            return "consumed"
+        return "waiting for other assets" if self.looked_at else "new"
+
+
+def awaited(conn: Connection, spec: DagSpec) -> list[Awaited]:
+    """The assets ``spec`` is scheduled on, in its order, with what it made of their latest
+    events (the same cursor and consumed rows ``look`` and ``consume`` keep)."""
+    latest = latest_events(conn, spec.assets)
+    cursor = sql.scalar(conn, q.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    consumed = {}
+    if latest:
+        params = {
+            "b_dag_id": spec.dag_id,
+            "b_assets": sorted(latest),
+            "b_keys": sorted({e.partition_key for e in latest.values()}),
+        }
+        for asset, key, event_id, at in sql.tuples(conn, q.CONSUMED_OF_KEYS, params):
+            if key == latest[asset].partition_key:
+                consumed[asset] = (event_id, at)
+    return [
+        Awaited(
+            name,
+            latest.get(name),
+            *consumed.get(name, (None, None)),
+            name in latest and latest[name].id <= cursor,
+        )
+        for name in spec.assets
     ]

@@ -277,3 +277,9 @@ def outstanding(conn: Connection, run_pks: Iterable[int]) -> bool:
 def of_attempt(conn: Connection, ti_id: int, fence_token: int) -> list[Any]:
     """The callbacks an attempt fired, in order: event, state, reason, end and log range."""
     return sql.rows(conn, q.ATTEMPT_CALLBACKS, {"b_ti_id": ti_id, "b_fence": fence_token})
+
+
+def of_run(conn: Connection, run_pk: int) -> list[Any]:
+    """A run's callbacks, oldest first: event, task and map index, state, the error the
+    event carried and the reason the callback failed, when, and its log range."""
+    return sql.rows(conn, q.RUN_CALLBACKS, {"b_run_pk": run_pk})

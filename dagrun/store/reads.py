@@ -407,6 +407,8 @@ class TaskRow:
     fence_token: int
     lease_owner: str | None
     map_index: int = -1
+    #: When its current try was queued (the Gantt's wait before the bar); None once cleared.
+    queued_at: datetime | None = None
 
 
 _TASKS = select(*_columns(ti, TaskRow))
@@ -477,6 +479,7 @@ class Cell:
     max_tries: int
     start_date: datetime | None
     duration: float | None
+    map_index: int = -1
 
 
 @dataclass(frozen=True)
@@ -485,7 +488,9 @@ class GridPage:
 
     ``older_before`` is the ``before`` of the page of older runs (None: there are none);
     ``has_newer`` says whether newer runs exist, ``newer_before`` is the ``before`` of their
-    page (None: the newer page is the latest one).
+    page (None: the newer page is the latest one). A mapped task has one merged cell per
+    run, its instances counted by state in ``counts``; the cells of each index are kept
+    (in ``indexes``) only for the tasks the page expands.
     """
 
     runs: list[RunRow]
@@ -493,6 +498,8 @@ class GridPage:
     older_before: datetime | None
     has_newer: bool
     newer_before: datetime | None
+    counts: dict[tuple[int, str], Counter]
+    indexes: dict[tuple[int, str], list[Cell]]
 
     def cell(self, run_pk: int, task_id: str) -> Cell | None:
         return self.cells.get((run_pk, task_id))
@@ -501,22 +508,45 @@ class GridPage:
     def task_ids(self) -> set[str]:
         return {task_id for _, task_id in self.cells}
 
+    @property
+    def mapped_ids(self) -> set[str]:
+        """The tasks expanded into indexes in some run of the page."""
+        return {task_id for _, task_id in self.counts}
 
-def grid_page(conn: Connection, dag_id: str, before: datetime | None, limit: int) -> GridPage:
+
+def grid_page(
+    conn: Connection,
+    dag_id: str,
+    before: datetime | None,
+    limit: int,
+    expand: frozenset[str] = frozenset(),
+) -> GridPage:
     """The ``limit`` newest runs with logical date before ``before`` and their cells: three
-    indexed statements whatever the DAG's history (runs, the newer page, the cells)."""
+    indexed statements whatever the DAG's history (runs, the newer page, the cells).
+
+    The cells statement already returns every index of a mapped task, so their counts by
+    state and the index cells of the ``expand`` tasks cost no statement of their own.
+    """
     page, older = run_page(conn, dag_id, before, limit)
     has_newer, newer_before = _newer_page(conn, dag_id, page, before, limit)
     cells: dict[tuple[int, str], Cell] = {}
+    mapped: dict[tuple[int, str], list[Cell]] = {}
     for c in grid_cells(conn, [r.id for r in page]):
-        known = cells.get((c.run_pk, c.task_id))
-        cells[c.run_pk, c.task_id] = c if known is None else _merged_cell(known, c)
-    return GridPage(page, cells, older, has_newer, newer_before)
+        if c.map_index < 0:
+            cells[c.run_pk, c.task_id] = c
+        else:
+            mapped.setdefault((c.run_pk, c.task_id), []).append(c)
+    counts = {}
+    for key, instances in mapped.items():
+        cells[key] = reduce(_merged_cell, instances)
+        counts[key] = Counter(c.state for c in instances)
+    indexes = {key: found for key, found in mapped.items() if key[1] in expand}
+    return GridPage(page, cells, older, has_newer, newer_before, counts, indexes)
 
 
 def _merged_cell(known: Cell, other: Cell) -> Cell:
     """One cell for a mapped task's instances: the state they add up to, the most tries,
-    the earliest start and the longest duration."""
+    the earliest start, the longest duration and the lowest index (the one it links to)."""
     starts = [d for d in (known.start_date, other.start_date) if d is not None]
     durations = [d for d in (known.duration, other.duration) if d is not None]
     return Cell(
@@ -527,6 +557,7 @@ def _merged_cell(known: Cell, other: Cell) -> Cell:
         max(known.max_tries, other.max_tries),
         min(starts) if starts else None,
         max(durations) if durations else None,
+        min(known.map_index, other.map_index),
     )
 
 

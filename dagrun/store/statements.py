@@ -999,6 +999,17 @@ MAP_INDEXES = Statement(
     "The map index of some task instances (a mapped task's events name their index).",
     select(ti.c.id, ti.c.map_index).where(ti.c.id.in_(_many("ti_ids"))),
 )
+RUN_CALLBACKS = Statement(
+    "The callbacks of one run, oldest first, with the map index of a task event's instance.",
+    select(
+        *callback.c["id", "event", "state", "task_id", "try_number", "error", "outcome_error"],
+        *callback.c["created_at", "ended_at", "log_path", "log_offset", "log_length"],
+        func.coalesce(ti.c.map_index, -1).label("map_index"),
+    )
+    .select_from(callback.outerjoin(ti, ti.c.id == callback.c.ti_id))
+    .where(callback.c.run_pk == _b("run_pk"))
+    .order_by(callback.c.id),
+)
 OUTSTANDING_CALLBACKS = Statement(
     "A callback of these runs still pending or running (a driver waits for them to end).",
     select(callback.c.id)
@@ -1078,6 +1089,30 @@ ASSET_EVENT_SUMMARY = Statement(
         func.max(asset_event.c.partition_key),
         func.max(asset_event.c.created_at),
     ).group_by(asset_event.c.asset),
+)
+LATEST_ASSET_EVENTS = Statement(
+    "The latest event of each of some assets, with the run id of the run that produced it.",
+    select(
+        *asset_event.c["id", "asset", "partition_key", "fingerprint", "dag_id", "task_id"],
+        asset_event.c.created_at,
+        dag_run.c.run_id,
+    )
+    .select_from(asset_event.outerjoin(dag_run, dag_run.c.id == asset_event.c.run_pk))
+    .where(
+        asset_event.c.id.in_(
+            select(func.max(asset_event.c.id))
+            .where(asset_event.c.asset.in_(_many("assets")))
+            .group_by(asset_event.c.asset)
+        )
+    ),
+)
+CONSUMED_OF_KEYS = Statement(
+    "What a DAG consumed of some assets for some partition keys: event and when.",
+    select(*asset_consumed.c["asset", "partition_key", "event_id", "consumed_at"]).where(
+        asset_consumed.c.dag_id == _b("dag_id"),
+        asset_consumed.c.asset.in_(_many("assets")),
+        asset_consumed.c.partition_key.in_(_many("keys")),
+    ),
 )
 RUN_FOR_DATE = Statement(
     "A DAG's run (not a manual one) at a logical date: the run an asset key maps to.",

@@ -13,6 +13,7 @@ from zoneinfo import ZoneInfo
 from dagrun.instants import iso
 from dagrun.store import reads
 from dagrun.store.reads import RunRow
+from dagrun.webapp.grid import GridCell, GridRow, GridShape
 from dagrun.webapp.http import Request, Response, json_response
 from dagrun.webapp.models import (
     DagInfo,
@@ -21,8 +22,16 @@ from dagrun.webapp.models import (
     read_audit,
     read_dag,
     read_dag_list,
+    read_graph,
     read_grid,
     read_run,
+)
+from dagrun.webapp.operations import (
+    callback_json,
+    dag_assets_json,
+    read_assets,
+    read_callbacks,
+    read_dag_assets,
 )
 from dagrun.webapp.paging import Paging
 from dagrun.webapp.urls import log_url
@@ -60,7 +69,16 @@ def api_audit(site: Site, request: Request, dag_id: str | None = None) -> Respon
 
 
 def api_grid(site: Site, request: Request, dag_id: str) -> Response:
-    return json_response(grid_json(read_grid(site.store, dag_id, Paging.from_query(request.query))))
+    query = request.query
+    view = read_grid(site.store, dag_id, Paging.from_query(query), GridShape.from_query(query))
+    return json_response(grid_json(view))
+
+
+def api_graph(site: Site, request: Request, dag_id: str) -> Response:
+    """The graph page's boxes, arrows and group frames; ``?run=`` gives the boxes states."""
+    view = read_graph(site.store, dag_id, request.query.get("run") or None)
+    run_id = view.run.run_id if view.run is not None else None
+    return json_response({"dag_id": dag_id, "run_id": run_id, **view.picture.to_json()})
 
 
 def api_runs(site: Site, request: Request, dag_id: str) -> Response:
@@ -77,7 +95,17 @@ def api_run(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
     view = read_run(site.store, dag_id, run_id)
     document = run_json(view.run, view.dag.spec.timetable.tz)
     document["tasks"] = [task_json(dag_id, view.run, line) for line in view.lines]
+    document["callbacks"] = [callback_json(c) for c in read_callbacks(site.store, dag_id, view.run)]
     return json_response(document)
+
+
+def api_assets(site: Site, request: Request) -> Response:
+    """Every asset, as ``dagrun assets list --json`` prints it."""
+    return json_response([r.to_json() for r in read_assets(site.store)])
+
+
+def api_dag_assets(site: Site, request: Request, dag_id: str) -> Response:
+    return json_response(dag_assets_json(read_dag_assets(site.store, dag_id)))
 
 
 def healthz(site: Site, request: Request) -> Response:
@@ -162,28 +190,57 @@ def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
     }
 
 
+def _task_row_json(row: GridRow) -> dict[str, Any]:
+    return {
+        "task_id": row.task_id,
+        "removed": row.removed,
+        "group": row.group or None,
+        "mapped": row.kind == "mapped",
+        "cells": [_cell_json(c) for c in row.cells],
+    }
+
+
+def _cell_json(cell: GridCell) -> dict[str, Any]:
+    document = {
+        "run_id": cell.run_id,
+        "state": cell.state,
+        "try_number": cell.try_number,
+        "max_tries": cell.max_tries,
+        "duration": cell.duration,
+    }
+    if cell.counts:
+        document["counts"] = dict(cell.counts)
+    return document
+
+
 def grid_json(grid: GridView) -> dict[str, Any]:
+    """The grid's rows whatever is folded: tasks (a mapped one with its ``counts`` by state
+    per run, and its ``indexes`` when ``?expand=`` names it) and the groups they sit in."""
     tz = grid.dag.spec.timetable.tz
+    tasks: list[dict[str, Any]] = []
+    for row in grid.rows:
+        if row.kind == "index":
+            tasks[-1].setdefault("indexes", []).append(
+                {"map_index": row.map_index, "cells": [_cell_json(c) for c in row.cells]}
+            )
+        elif row.kind != "group":
+            tasks.append(_task_row_json(row))
     return {
         "dag_id": grid.dag.dag_id,
         "timezone": grid.dag.spec.timezone,
         "runs": [run_json(c.run, tz) for c in grid.columns],
-        "tasks": [
+        "tasks": tasks,
+        "groups": [
             {
-                "task_id": row.task_id,
-                "removed": row.removed,
+                "group": row.task_id,
+                "parent": row.group or None,
                 "cells": [
-                    {
-                        "run_id": c.run_id,
-                        "state": c.state,
-                        "try_number": c.try_number,
-                        "max_tries": c.max_tries,
-                        "duration": c.duration,
-                    }
+                    {"run_id": c.run_id, "state": c.state, "counts": dict(c.counts)}
                     for c in row.cells
                 ],
             }
             for row in grid.rows
+            if row.kind == "group"
         ],
         "page": {
             "runs": grid.paging.runs,

@@ -8,10 +8,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from dagrun import logfiles
-from dagrun.store.reads import AttemptRow
 from dagrun.webapp.http import Forbidden, NotFound
+
+
+class LogSource(Protocol):
+    """What recorded a log range: an attempt, or a callback (same column names)."""
+
+    @property
+    def log_path(self) -> str | None: ...
+
+    @property
+    def log_offset(self) -> int | None: ...
+
+    @property
+    def log_length(self) -> int | None: ...
 
 
 @dataclass(frozen=True)
@@ -21,14 +34,15 @@ class LogText:
     skipped_bytes: int
 
 
-def read_log(attempt: AttemptRow, root: Path, tail_bytes: int) -> LogText:
-    """The tail of an attempt's log, only if its real path lies inside the logs folder.
+def read_log(attempt: LogSource, root: Path, tail_bytes: int) -> LogText:
+    """The tail of an attempt's (or a callback's) log, only if its real path lies inside
+    the logs folder.
 
     ``resolve()`` follows ``..`` and symbolic links first, so neither a crafted path in the
     store nor a link planted in the folder can reach a file outside it.
     """
     if not attempt.log_path:
-        raise NotFound("this attempt recorded no log file")
+        raise NotFound("no log file was recorded for it")
     path = Path(attempt.log_path).resolve()
     if not path.is_relative_to(root.resolve()):
         raise Forbidden("the recorded log file lies outside the logs folder")

@@ -17,9 +17,10 @@ from dagrun.states import TaskState
 from dagrun.store import Store, audit, reads
 from dagrun.store.reads import AttemptRow, DagRow, GridPage, RunRow, TaskRow
 from dagrun.timetable import DataInterval
-from dagrun.webapp.formatting import fmt_duration, live_duration, local, utc
+from dagrun.webapp.formatting import live_duration
+from dagrun.webapp.graph_view import GraphPicture, picture
+from dagrun.webapp.grid import GridColumn, GridRow, GridShape, grid_columns, grid_rows, grid_tasks
 from dagrun.webapp.paging import Paging
-from dagrun.webapp.urls import run_url
 
 RECENT_RUNS_PER_DAG = 14
 
@@ -70,49 +71,6 @@ class DagInfo:
 
 
 @dataclass(frozen=True)
-class GridColumn:
-    """One run as a grid column, with what each of its cells repeats worked out once."""
-
-    run: RunRow
-    href: str
-    local: str
-    utc: str
-
-
-@dataclass(frozen=True)
-class GridCell:
-    task_id: str
-    column: GridColumn
-    state: str
-    try_number: int
-    max_tries: int
-    duration: float | None
-
-    @property
-    def run_id(self) -> str:
-        return self.column.run.run_id
-
-    @property
-    def title(self) -> str:
-        """What hovering shows: state, try and duration, and the date in both zones."""
-        return (
-            f"{self.task_id} · {self.state}\ntry {self.try_number} of {self.max_tries} · "
-            f"{fmt_duration(self.duration)}\n{self.column.local} ({self.column.utc})"
-        )
-
-    @property
-    def href(self) -> str:
-        return f"{self.column.href}#task-{self.task_id}"
-
-
-@dataclass(frozen=True)
-class GridRow:
-    task_id: str
-    removed: bool
-    cells: list[GridCell]
-
-
-@dataclass(frozen=True)
 class TaskLine:
     """One task of a run: its instance (None before the run was admitted) and attempts."""
 
@@ -142,6 +100,7 @@ class GridView:
     rows: list[GridRow]
     paging: Paging
     active: bool
+    shape: GridShape
 
 
 @dataclass(frozen=True)
@@ -149,6 +108,21 @@ class RunView:
     dag: DagInfo
     run: RunRow
     lines: list[TaskLine]
+
+
+#: Runs the graph page offers to colour the graph by, newest first.
+GRAPH_RECENT_RUNS = 8
+
+
+@dataclass(frozen=True)
+class GraphView:
+    """The graph page: the DAG, the run colouring it (or None), the newest runs to pick
+    from, and the picture."""
+
+    dag: DagInfo
+    run: RunRow | None
+    recent: list[RunRow]
+    picture: GraphPicture
 
 
 # ---------------------------------------------------------------- reading a view
@@ -172,15 +146,18 @@ def read_dag(store: Store, conn: Connection, dag_id: str) -> DagInfo:
     return DagInfo.of(reads.get_dag(conn, dag_id, active=False), store.now(conn), latest)
 
 
-def read_grid(store: Store, dag_id: str, paging: Paging) -> GridView:
+def read_grid(store: Store, dag_id: str, paging: Paging, shape: GridShape) -> GridView:
     with store.read() as conn:
         now = store.now(conn)
         info = read_dag(store, conn, dag_id)
-        page = reads.grid_page(conn, dag_id, paging.before, paging.runs)
+        page = reads.grid_page(conn, dag_id, paging.before, paging.runs, shape.expand)
         active = reads.has_active_runs(conn, dag_id)
-    columns = grid_columns(info, page)
-    rows = grid_rows(columns, page, _task_order(info, page.task_ids), now)
-    return GridView(info, page, columns, rows, paging, active)
+    columns = grid_columns(dag_id, info.spec.timetable.tz, page.runs)
+    groups = {t.task_id: t.group for t in info.spec.tasks}
+    mapped = info.spec.mapped_ids | page.mapped_ids
+    tasks = grid_tasks(_task_order(info, page.task_ids), groups, mapped)
+    rows = grid_rows(columns, page, tasks, shape, now)
+    return GridView(info, page, columns, rows, paging, active, shape)
 
 
 def read_run(store: Store, dag_id: str, run_id: str) -> RunView:
@@ -193,6 +170,17 @@ def read_run(store: Store, dag_id: str, run_id: str) -> RunView:
     return RunView(info, run, task_lines(info, instances, attempts, now))
 
 
+def read_graph(store: Store, dag_id: str, run_id: str | None) -> GraphView:
+    """The DAG's graph, coloured by run ``run_id`` when given (an unknown run is a 404), and
+    its newest runs to pick from."""
+    with store.read() as conn:
+        info = read_dag(store, conn, dag_id)
+        run = reads.run_by_id(conn, dag_id, run_id) if run_id is not None else None
+        instances = reads.task_instances(conn, [run.id]) if run is not None else []
+        recent = reads.runs(conn, dag_id, limit=GRAPH_RECENT_RUNS, newest_first=True)
+    return GraphView(info, run, recent, picture(info.spec, run, instances))
+
+
 # ---------------------------------------------------------------- building a view
 
 
@@ -201,37 +189,6 @@ def _task_order(info: DagInfo, found: Iterable[str]) -> list[tuple[str, bool]]:
     known = [t.task_id for t in info.spec.tasks]
     extra = sorted(set(found) - set(known))
     return [(t, False) for t in known] + [(t, True) for t in extra]
-
-
-def grid_columns(info: DagInfo, page: GridPage) -> list[GridColumn]:
-    tz = info.spec.timetable.tz
-    return [
-        GridColumn(
-            run,
-            run_url(info.dag_id, run.run_id),
-            local(run.logical_date, tz),
-            utc(run.logical_date),
-        )
-        for run in page.runs
-    ]
-
-
-def grid_rows(
-    columns: list[GridColumn], page: GridPage, tasks: list[tuple[str, bool]], now: datetime
-) -> list[GridRow]:
-    """Rows of cells (task by run) built once, for the HTML grid and the JSON grid alike."""
-    return [
-        GridRow(task_id, removed, [_grid_cell(task_id, c, page, now) for c in columns])
-        for task_id, removed in tasks
-    ]
-
-
-def _grid_cell(task_id: str, column: GridColumn, page: GridPage, now: datetime) -> GridCell:
-    cell = page.cell(column.run.id, task_id)
-    if cell is None:  # the run has not been admitted yet, or the task is newer than the run
-        return GridCell(task_id, column, TaskState.NONE.value, 0, 0, None)
-    duration = live_duration(cell.state, cell.duration, cell.start_date, now)
-    return GridCell(task_id, column, cell.state, cell.try_number, cell.max_tries, duration)
 
 
 def task_lines(

@@ -1,5 +1,5 @@
-"""The HTML pages: DAG list, import errors, run grid, run, attempt log, audit log, and
-static files.
+"""The HTML pages: DAG list, import errors, run grid, run, a run's Gantt, durations over
+time, attempt log, audit log, and static files.
 
 Each handler is called as ``handler(site, request, **url_params)`` and returns a Response; a
 missing DAG, run, task or try raises and becomes a 404 page in ``WebApp.respond``.
@@ -11,9 +11,20 @@ from typing import TYPE_CHECKING, Any
 
 from dagrun.states import RunState
 from dagrun.store import reads
+from dagrun.webapp.durations import MAX_RUNS, read_durations, runs_param
+from dagrun.webapp.gantt import read_gantt
+from dagrun.webapp.grid import GridShape
 from dagrun.webapp.http import BadRequest, NotFound, Request, Response
 from dagrun.webapp.logs import read_log
-from dagrun.webapp.models import read_audit, read_dag, read_dag_list, read_grid, read_run
+from dagrun.webapp.models import (
+    read_audit,
+    read_dag,
+    read_dag_list,
+    read_graph,
+    read_grid,
+    read_run,
+)
+from dagrun.webapp.operations import read_assets, read_callback, read_callbacks, read_dag_assets
 from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Paging
 from dagrun.webapp.templates import render
 
@@ -51,7 +62,8 @@ def import_errors(site: Site, request: Request) -> Response:
 
 
 def grid(site: Site, request: Request, dag_id: str) -> Response:
-    view = read_grid(site.store, dag_id, Paging.from_query(request.query))
+    query = request.query
+    view = read_grid(site.store, dag_id, Paging.from_query(query), GridShape.from_query(query))
     return _page(
         site,
         "grid.html",
@@ -74,8 +86,54 @@ def run(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
         tz=view.dag.spec.timetable.tz,
         run=view.run,
         lines=view.lines,
+        callbacks=read_callbacks(site.store, dag_id, view.run),
         refresh=_refresh(site, request, RunState(view.run.state).active),
     )
+
+
+def graph(site: Site, request: Request, dag_id: str) -> Response:
+    """The DAG as boxes and arrows; ``?run=RUN_ID`` colours the boxes by that run."""
+    view = read_graph(site.store, dag_id, request.query.get("run") or None)
+    active = view.run is not None and RunState(view.run.state).active
+    return _page(
+        site,
+        "graph.html",
+        request,
+        dag=view.dag,
+        tz=view.dag.spec.timetable.tz,
+        graph=view,
+        refresh=_refresh(site, request, active),
+    )
+
+
+def callback_log(
+    site: Site, request: Request, dag_id: str, run_id: str, callback_id: str
+) -> Response:
+    """A callback's log: what its callables printed, as ``dagrun logs`` shows after a try."""
+    found = read_callback(site.store, dag_id, run_id, int(callback_id))
+    text = read_log(found.source, site.logs_root, site.log_tail_bytes)
+    return _page(
+        site,
+        "callback_log.html",
+        request,
+        dag=found.dag,
+        tz=found.dag.spec.timetable.tz,
+        run=found.run,
+        call=found.line,
+        log=text,
+    )
+
+
+def assets(site: Site, request: Request) -> Response:
+    """Every asset: who produces it, which DAGs wait for it, its latest partition."""
+    return _page(site, "assets.html", request, assets=read_assets(site.store))
+
+
+def dag_assets(site: Site, request: Request, dag_id: str) -> Response:
+    """The assets a DAG waits for (and what it consumed of them) and those it produces."""
+    view = read_dag_assets(site.store, dag_id)
+    tz = view.dag.spec.timetable.tz
+    return _page(site, "dag_assets.html", request, dag=view.dag, tz=tz, view=view)
 
 
 def log(
@@ -121,6 +179,35 @@ def audit_log(site: Site, request: Request, dag_id: str | None = None) -> Respon
     """Operator actions, newest first: trigger, cancel, mark, clear, backfill, pause..."""
     entries = read_audit(site.store, dag_id, request.query.get("limit"))
     return _page(site, "audit.html", request, entries=entries, dag_id=dag_id)
+
+
+def gantt(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
+    """A run's task instances on a time axis, its critical path marked."""
+    view = read_gantt(site.store, dag_id, run_id)
+    return _page(
+        site,
+        "gantt.html",
+        request,
+        dag=view.dag,
+        tz=view.dag.spec.timetable.tz,
+        run=view.run,
+        gantt=view,
+        refresh=_refresh(site, request, RunState(view.run.state).active),
+    )
+
+
+def durations(site: Site, request: Request, dag_id: str) -> Response:
+    """How long the last N runs and their tasks took (``?runs=N``), slower tasks flagged."""
+    chart = read_durations(site.store, dag_id, runs_param(request.query.get("runs")))
+    return _page(
+        site,
+        "durations.html",
+        request,
+        dag=chart.dag,
+        tz=chart.dag.spec.timetable.tz,
+        chart=chart,
+        run_counts=(10, 25, 50, 100, MAX_RUNS),
+    )
 
 
 def static(site: Site, request: Request, name: str) -> Response:

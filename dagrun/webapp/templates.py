@@ -17,7 +17,17 @@ from dagrun.instants import iso
 from dagrun.states import TaskState
 from dagrun.webapp.formatting import fmt_duration, local, utc
 from dagrun.webapp.http import Request, Response
-from dagrun.webapp.urls import audit_url, grid_url, log_url, run_url, url_with
+from dagrun.webapp.urls import (
+    assets_url,
+    audit_url,
+    durations_url,
+    gantt_url,
+    graph_url,
+    grid_url,
+    log_url,
+    run_url,
+    url_with,
+)
 
 StaticFiles = dict[str, tuple[bytes, str]]
 
@@ -45,9 +55,13 @@ def environment(static_files: StaticFiles) -> Environment:
     versions = {n: hashlib.sha1(b).hexdigest()[:10] for n, (b, _) in static_files.items()}
     env.globals.update(
         grid_url=grid_url,
+        graph_url=graph_url,
         run_url=run_url,
         log_url=log_url,
         audit_url=audit_url,
+        gantt_url=gantt_url,
+        durations_url=durations_url,
+        assets_url=assets_url,
         static=lambda name: f"/static/{name}?v={versions[name]}",
         states=[s.value for s in TaskState],
     )

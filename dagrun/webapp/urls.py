@@ -21,8 +21,31 @@ def run_url(dag_id: str, run_id: str) -> str:
     return f"/dags/{_q(dag_id)}/runs/{_q(run_id)}"
 
 
+def graph_url(dag_id: str, run_id: str | None = None) -> str:
+    """The DAG's graph; with ``run_id``, its boxes coloured by that run (``?run=``)."""
+    path = f"/dags/{_q(dag_id)}/graph"
+    return f"{path}?{urlencode({'run': run_id})}" if run_id is not None else path
+
+
+def gantt_url(dag_id: str, run_id: str) -> str:
+    return f"{run_url(dag_id, run_id)}/gantt"
+
+
+def durations_url(dag_id: str) -> str:
+    return f"/dags/{_q(dag_id)}/durations"
+
+
 def audit_url(dag_id: str | None = None) -> str:
     return f"/dags/{_q(dag_id)}/audit" if dag_id else "/audit"
+
+
+def assets_url(dag_id: str | None = None) -> str:
+    """The assets one DAG waits for and produces; every asset without ``dag_id``."""
+    return f"/dags/{_q(dag_id)}/assets" if dag_id else "/assets"
+
+
+def callback_log_url(dag_id: str, run_id: str, callback_id: int) -> str:
+    return f"{run_url(dag_id, run_id)}/callbacks/{callback_id}/log"
 
 
 def log_url(dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1) -> str:

@@ -1,0 +1,67 @@
+"""How long a DAG's recent runs and their tasks took: the one read of the durations chart.
+
+Two statements whatever N is: the runs by the ``(dag_id, logical_date)`` index, newest
+first with a LIMIT, then their instances by the ``(run_pk, task_id, map_index)`` unique
+index, grouped in SQL so a mapped task of a thousand indexes costs one row per run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from sqlalchemy import Connection, func, select
+
+from dagrun.store import sql
+from dagrun.store.schema import dag_run
+from dagrun.store.schema import task_instance as ti
+
+
+@dataclass(frozen=True)
+class RunDurations:
+    """One run and how long it and each of its tasks took (seconds; a task without a
+    recorded duration is absent). A mapped task's duration is its slowest index's: the one
+    that held its downstream back."""
+
+    run_id: str
+    logical_date: datetime
+    state: str
+    start_date: datetime | None
+    end_date: datetime | None
+    tasks: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def duration(self) -> float | None:
+        if self.start_date and self.end_date:
+            return (self.end_date - self.start_date).total_seconds()
+        return None
+
+
+def recent_durations(conn: Connection, dag_id: str, limit: int) -> list[RunDurations]:
+    """The last ``limit`` runs of ``dag_id`` by logical date, oldest first, with their
+    tasks' durations."""
+    newest = (
+        select(
+            dag_run.c.id,
+            dag_run.c.run_id,
+            dag_run.c.logical_date,
+            dag_run.c.state,
+            dag_run.c.start_date,
+            dag_run.c.end_date,
+        )
+        .where(dag_run.c.dag_id == dag_id)
+        .order_by(dag_run.c.logical_date.desc())
+        .limit(limit)
+    )
+    rows = sql.tuples(conn, newest)[::-1]
+    found = {pk: RunDurations(*rest) for pk, *rest in rows}
+    if not found:
+        return []
+    slowest = (
+        select(ti.c.run_pk, ti.c.task_id, func.max(ti.c.duration))
+        .where(ti.c.run_pk.in_(list(found)), ti.c.duration.is_not(None))
+        .group_by(ti.c.run_pk, ti.c.task_id)
+    )
+    for run_pk, task_id, seconds in sql.tuples(conn, slowest):
+        found[run_pk].tasks[task_id] = float(seconds)
+    return list(found.values())

@@ -1,0 +1,162 @@
+"""The README's pictures of the web page, made again from a demo: ``python docs/screenshots.py``.
+
+Backfills a small demo DAG (a task group, a task mapped over a few shops, a task that fails
+once and is retried, one day that fails for good) through the real CLI in a temporary home,
+serves that store as ``dagrun web`` does, and has headless Chromium save the grid, the graph
+of a run and the Gantt of a run as PNGs in ``docs/images``. Needs ``chromium`` on the PATH.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+from pathlib import Path
+from urllib.parse import quote
+from zoneinfo import ZoneInfo
+
+ROOT = Path(__file__).resolve().parent.parent
+IMAGES = ROOT / "docs" / "images"
+DAG_ID = "shop_sales"
+START, END = "2026-03-01", "2026-03-12"
+FAILED_DAY = "2026-03-09"
+TZ = ZoneInfo("Europe/Berlin")
+
+DEMO = f'''
+import time
+
+from dagrun import DAG, task, task_group
+
+with DAG("{DAG_ID}", schedule="@daily", start_date="{START}", timezone="Europe/Berlin",
+         max_active_runs=4):
+    @task
+    def shops():
+        time.sleep(0.2)
+        return ["berlin", "paris", "rome"]
+
+    @task
+    def extract(shop, ds):
+        time.sleep(0.3 + 0.1 * len(shop) % 3)
+        return shop
+
+    @task(retries=1, retry_delay=0)
+    def load_customers(try_number):
+        time.sleep(0.3)
+        if try_number == 1:
+            raise ConnectionError("customer API timed out")
+
+    @task_group
+    def transform():
+        @task
+        def clean(ds):
+            time.sleep(0.4)
+            if ds == "{FAILED_DAY}":
+                raise ValueError("negative quantities in the sales of " + ds)
+
+        @task
+        def join():
+            time.sleep(0.5)
+
+        clean() >> join()
+
+    @task
+    def publish():
+        time.sleep(0.2)
+
+    group = transform()
+    extract.expand(shop=shops()) >> group
+    load_customers() >> group
+    group >> publish()
+'''
+
+#: Each picture, and the day whose run it shows (the graph shows the day that failed).
+PAGES = {
+    "grid.png": ("/dags/{dag}/grid?refresh=0", None),
+    "graph.png": ("/dags/{dag}/graph?run={run}&refresh=0", FAILED_DAY),
+    "gantt.png": ("/dags/{dag}/runs/{run}/gantt?refresh=0", START),
+}
+
+
+def backfill(home: Path) -> dict[str, str]:
+    """Run the demo's backfill through the CLI; the environment that names its store."""
+    dags = home / "dags"
+    dags.mkdir(parents=True)
+    (dags / "shop_sales.py").write_text(textwrap.dedent(DEMO))
+    env = {
+        **os.environ,
+        "DAGRUN_HOME": str(home / "home"),
+        "DAGRUN_DAGS_FOLDER": str(dags),
+        "DAGRUN_DB_URL": f"sqlite:///{home / 'home' / 'dagrun.db'}",
+    }
+    command = [sys.executable, "-m", "dagrun", "backfill", DAG_ID, "--start", START]
+    subprocess.run([*command, "--end", END, "--workers", "2"], env=env, check=False)
+    return env
+
+
+def serve(env: dict[str, str]):
+    """The store served on a free loopback port, as ``dagrun web`` serves it."""
+    from dagrun.store import Store
+    from dagrun.webapp import WebApp, make_web_server
+
+    store = Store(env["DAGRUN_DB_URL"])
+    app = WebApp(store, logs_root=Path(env["DAGRUN_HOME"]) / "logs")
+    server = make_web_server(app, "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server, store
+
+
+def run_on(store, day: str) -> str:
+    """The id of the demo's run on a local day."""
+    from dagrun.store import reads
+
+    with store.read() as conn:
+        runs = reads.recent_runs(conn, [DAG_ID], 100)[DAG_ID]
+    return next(r.run_id for r in runs if r.logical_date.astimezone(TZ).date().isoformat() == day)
+
+
+def screenshot(chromium: str, url: str, out: Path, profile: Path) -> None:
+    subprocess.run(
+        [
+            chromium,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1200,640",
+            f"--user-data-dir={profile}",
+            f"--screenshot={out}",
+            url,
+        ],
+        check=True,
+        capture_output=True,
+        timeout=120,
+    )
+
+
+def main() -> int:
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        print("error: chromium is not on the PATH; install it to make the screenshots")
+        return 1
+    with tempfile.TemporaryDirectory() as scratch:
+        env = backfill(Path(scratch))
+        server, store = serve(env)
+        try:
+            base = f"http://127.0.0.1:{server.server_address[1]}"
+            IMAGES.mkdir(parents=True, exist_ok=True)
+            for name, (path, day) in PAGES.items():
+                url = base + path.format(dag=DAG_ID, run=quote(run_on(store, day or START)))
+                screenshot(chromium, url, IMAGES / name, Path(scratch) / "profile")
+                print(f"wrote {IMAGES / name} ({(IMAGES / name).stat().st_size:,} bytes)")
+        finally:
+            server.shutdown()
+            store.dispose()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
