@@ -126,7 +126,7 @@ def screenshot(chromium: str, url: str, out: Path, profile: Path) -> None:
             "--no-sandbox",
             "--disable-gpu",
             "--hide-scrollbars",
-            "--window-size=1200,640",
+            "--window-size=1360,620",
             f"--user-data-dir={profile}",
             f"--screenshot={out}",
             url,
