@@ -68,13 +68,6 @@ def _child(conn: Connection, parent_end: int, parent: int) -> None:
     os.close(parent_end)  # the pipe then ends when the command's end does
     os.setpgrp()
     processes.die_with_parent(parent=parent)
-    # Imported here, after the fork: a spare child loads the authoring API and networkx
-    # while its parent goes on importing the store.
-    import networkx  # noqa: F401 - what building a spec needs
-
-    from dagrun import loader
-
-    loader.limit_memory()
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
@@ -82,6 +75,13 @@ def _child(conn: Connection, parent_end: int, parent: int) -> None:
     # locks at the fork (a scheduler parses beside its worker's threads).
     sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives on
     sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives on
+    # Imported here, after the fork: a spare child loads the authoring API and networkx
+    # while its parent goes on importing the store.
+    import networkx  # noqa: F401 - what building a spec needs
+
+    from dagrun import loader
+
+    loader.limit_memory()
     try:
         paths = conn.recv()
     except EOFError:
