@@ -87,8 +87,26 @@ class GridColumn:
     utc: str
 
 
+class _Counted:
+    """What a task's cell and a group's cell share: the run of their column, and the states
+    of what they add up (``counts``). No fields of its own, so ``GridCell`` keeps its slots."""
+
+    __slots__ = ()
+    column: GridColumn
+    counts: Counts
+
+    @property
+    def run_id(self) -> str:
+        return self.column.run.run_id
+
+    @property
+    def summary(self) -> str:
+        """What the cell adds up, by state: ``2 success / 1 failed``."""
+        return summary(self.counts)
+
+
 @dataclass(slots=True)
-class GridCell:
+class GridCell(_Counted):
     """A task's cell in one run: an instance, a mapped task's instances added up (``counts``
     by state), or one index of a mapped task (``map_index`` >= 0 without ``counts``).
 
@@ -104,15 +122,6 @@ class GridCell:
     duration: float | None
     map_index: int = -1
     counts: Counts = ()
-
-    @property
-    def run_id(self) -> str:
-        return self.column.run.run_id
-
-    @property
-    def summary(self) -> str:
-        """A mapped task's instances by state: ``2 success / 1 failed``."""
-        return summary(self.counts)
 
     @property
     def instances(self) -> int:
@@ -140,21 +149,13 @@ class GridCell:
 
 
 @dataclass(frozen=True)
-class GroupCell:
+class GroupCell(_Counted):
     """A task group's cell in one run: the state its tasks add up to, and their states."""
 
     group: str
     column: GridColumn
     state: str
     counts: Counts
-
-    @property
-    def run_id(self) -> str:
-        return self.column.run.run_id
-
-    @property
-    def summary(self) -> str:
-        return summary(self.counts)
 
     @property
     def title(self) -> str:

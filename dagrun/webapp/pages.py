@@ -29,11 +29,28 @@ from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Pagin
 from dagrun.webapp.templates import render
 
 if TYPE_CHECKING:
+    from dagrun.store.reads import RunRow
     from dagrun.webapp.app import Site
+    from dagrun.webapp.models import DagInfo
 
 
 def _page(site: Site, template: str, request: Request, **context: Any) -> Response:
     return render(site.env, template, request, **context)
+
+
+def _dag_page(
+    site: Site, template: str, request: Request, dag: DagInfo, **context: Any
+) -> Response:
+    """A page about one DAG: its times shown in the DAG's zone (``tz``)."""
+    return _page(site, template, request, dag=dag, tz=dag.spec.timetable.tz, **context)
+
+
+def _run_page(
+    site: Site, template: str, request: Request, dag: DagInfo, run: RunRow, **context: Any
+) -> Response:
+    """A page about one run of a DAG, refreshing while the run is active."""
+    refresh = _refresh(site, request, RunState(run.state).active)
+    return _dag_page(site, template, request, dag, run=run, refresh=refresh, **context)
 
 
 def _refresh(site: Site, request: Request, active: bool) -> int:
@@ -64,12 +81,11 @@ def import_errors(site: Site, request: Request) -> Response:
 def grid(site: Site, request: Request, dag_id: str) -> Response:
     query = request.query
     view = read_grid(site.store, dag_id, Paging.from_query(query), GridShape.from_query(query))
-    return _page(
+    return _dag_page(
         site,
         "grid.html",
         request,
-        dag=view.dag,
-        tz=view.dag.spec.timetable.tz,
+        view.dag,
         grid=view,
         page_sizes=(DEFAULT_RUNS_PER_PAGE, 50, MAX_RUNS_PER_PAGE),
         refresh=_refresh(site, request, view.active),
@@ -78,16 +94,14 @@ def grid(site: Site, request: Request, dag_id: str) -> Response:
 
 def run(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
     view = read_run(site.store, dag_id, run_id)
-    return _page(
+    return _run_page(
         site,
         "run.html",
         request,
-        dag=view.dag,
-        tz=view.dag.spec.timetable.tz,
-        run=view.run,
+        view.dag,
+        view.run,
         lines=view.lines,
         callbacks=read_callbacks(site.store, dag_id, view.run),
-        refresh=_refresh(site, request, RunState(view.run.state).active),
     )
 
 
@@ -95,12 +109,11 @@ def graph(site: Site, request: Request, dag_id: str) -> Response:
     """The DAG as boxes and arrows; ``?run=RUN_ID`` colours the boxes by that run."""
     view = read_graph(site.store, dag_id, request.query.get("run") or None)
     active = view.run is not None and RunState(view.run.state).active
-    return _page(
+    return _dag_page(
         site,
         "graph.html",
         request,
-        dag=view.dag,
-        tz=view.dag.spec.timetable.tz,
+        view.dag,
         graph=view,
         refresh=_refresh(site, request, active),
     )
@@ -112,12 +125,11 @@ def callback_log(
     """A callback's log: what its callables printed, as ``dagrun logs`` shows after a try."""
     found = read_callback(site.store, dag_id, run_id, int(callback_id))
     text = read_log(found.source, site.logs_root, site.log_tail_bytes)
-    return _page(
+    return _dag_page(
         site,
         "callback_log.html",
         request,
-        dag=found.dag,
-        tz=found.dag.spec.timetable.tz,
+        found.dag,
         run=found.run,
         call=found.line,
         log=text,
@@ -132,8 +144,7 @@ def assets(site: Site, request: Request) -> Response:
 def dag_assets(site: Site, request: Request, dag_id: str) -> Response:
     """The assets a DAG waits for (and what it consumed of them) and those it produces."""
     view = read_dag_assets(site.store, dag_id)
-    tz = view.dag.spec.timetable.tz
-    return _page(site, "dag_assets.html", request, dag=view.dag, tz=tz, view=view)
+    return _dag_page(site, "dag_assets.html", request, view.dag, view=view)
 
 
 def log(
@@ -150,12 +161,11 @@ def log(
         others = reads.attempts(conn, instance.id)
         attempt = reads.attempt(conn, dag_id, dag_run.id, task_id, int(try_number), instance.id)
     text = read_log(attempt, site.logs_root, site.log_tail_bytes)
-    return _page(
+    return _dag_page(
         site,
         "log.html",
         request,
-        dag=info,
-        tz=info.spec.timetable.tz,
+        info,
         run=dag_run,
         attempt=attempt,
         attempts=others,
@@ -184,27 +194,17 @@ def audit_log(site: Site, request: Request, dag_id: str | None = None) -> Respon
 def gantt(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
     """A run's task instances on a time axis, its critical path marked."""
     view = read_gantt(site.store, dag_id, run_id)
-    return _page(
-        site,
-        "gantt.html",
-        request,
-        dag=view.dag,
-        tz=view.dag.spec.timetable.tz,
-        run=view.run,
-        gantt=view,
-        refresh=_refresh(site, request, RunState(view.run.state).active),
-    )
+    return _run_page(site, "gantt.html", request, view.dag, view.run, gantt=view)
 
 
 def durations(site: Site, request: Request, dag_id: str) -> Response:
     """How long the last N runs and their tasks took (``?runs=N``), slower tasks flagged."""
     chart = read_durations(site.store, dag_id, runs_param(request.query.get("runs")))
-    return _page(
+    return _dag_page(
         site,
         "durations.html",
         request,
-        dag=chart.dag,
-        tz=chart.dag.spec.timetable.tz,
+        chart.dag,
         chart=chart,
         run_counts=(10, 25, 50, 100, MAX_RUNS),
     )

@@ -10,21 +10,13 @@ pages are saved beside the test's files (gantt.png, durations.png).
 from __future__ import annotations
 
 import html
-import json
-import re
-import struct
-import threading
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from dagrun.store import Store, reads
-from dagrun.webapp import WebApp, make_web_server
+from dagrun.store import reads
 from dagrun.webapp.urls import durations_url, gantt_url
-from tests.helpers import run_cli, write_dag
-from tests.integration.test_browser import CHROMIUM, chromium, css_colour
+from tests.integration import browser
 
 pytestmark = pytest.mark.slow
 
@@ -85,62 +77,31 @@ document.getElementById("durations").addEventListener("load", function () {{
 """
 
 
-def with_probe(app: WebApp, probe: str):
-    """The app, plus ``/__probe`` on the same origin (so it may read the iframes' DOM)."""
-
-    def wrapped(environ, start_response):
-        if environ.get("PATH_INFO") == "/__probe":
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [probe.encode()]
-        return app(environ, start_response)
-
-    return wrapped
-
-
 @pytest.fixture
 def served(cli_env, dags_dir) -> Iterator[tuple[str, str]]:
     """Backfill the demo DAG through the CLI, then serve the store on a free loopback port;
     yields the server's address and the path of the failed run's Gantt."""
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does this)")
-    write_dag(dags_dir, "demo.py", DEMO_DAG)
-    result = run_cli(
-        "backfill", "demo", "--start", "2026-01-01", "--end", "2026-01-03", env=cli_env
-    )
-    assert result.returncode == 1, result.stderr  # the 2nd fails, as intended
-    store = Store(cli_env["DAGRUN_DB_URL"])
-    with store.read() as conn:
-        failed = [r for r in reads.runs(conn, "demo") if r.state == "failed"]
-    assert len(failed) == 1
-    gantt = gantt_url("demo", failed[0].run_id) + "?refresh=0"
-    probe = PROBE.format(gantt=html.escape(gantt), durations=durations_url("demo"))
-    app = WebApp(store, logs_root=Path(cli_env["DAGRUN_HOME"]) / "logs")
-    server = make_web_server(with_probe(app, probe), "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", gantt
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        store.dispose()
+    browser.require_chromium()
+    backfill = browser.backfilled(cli_env, dags_dir, "demo", DEMO_DAG, "2026-01-01", "2026-01-03")
+    with backfill as (store, app):
+        with store.read() as conn:
+            failed = [r for r in reads.runs(conn, "demo") if r.state == "failed"]
+        assert len(failed) == 1
+        gantt = gantt_url("demo", failed[0].run_id) + "?refresh=0"
+        probe = PROBE.format(gantt=html.escape(gantt), durations=durations_url("demo"))
+        with browser.serving(browser.with_probe(app, probe)) as base:
+            yield base, gantt
 
 
 def test_the_gantt_and_durations_in_headless_chromium(served, tmp_path):
     base, _ = served
-    result = chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", f"{base}/__probe")
-    assert result.returncode == 0, result.stderr[-2000:]
-    found = re.search(r'<pre id="result">(.*?)</pre>', result.stdout, re.S)
-    assert found, result.stdout[-2000:]
-    probe = json.loads(html.unescape(found.group(1)))
+    probe, _ = browser.read_probe(tmp_path, f"{base}/__probe")
     # extract's try, transform's failed first try and its failed retry; publish never ran
     assert probe["bars"] == 3
     assert probe["earlier"] == 1
-    with urllib.request.urlopen(f"{base}/static/dagrun.css", timeout=10) as response:
-        css = response.read().decode()
-    assert probe["failed"] == css_colour(css, "failed")
-    assert probe["success"] == css_colour(css, "success")
+    css = browser.stylesheet(base)
+    assert probe["failed"] == browser.css_colour(css, "failed")
+    assert probe["success"] == browser.css_colour(css, "success")
     # the run and its three tasks, a point for each of the 3 runs that recorded one
     assert len(probe["polylines"]) == 4
     assert probe["polylines"][:3] == [3, 3, 3]
@@ -149,18 +110,5 @@ def test_the_gantt_and_durations_in_headless_chromium(served, tmp_path):
 @pytest.mark.parametrize("page", ["gantt", "durations"])
 def test_screenshots(served, tmp_path, page):
     base, gantt = served
-    shot = tmp_path / f"{page}.png"
     path = gantt if page == "gantt" else durations_url("demo")
-    result = chromium(
-        tmp_path,
-        f"--screenshot={shot}",
-        "--window-size=1280,900",
-        "--hide-scrollbars",
-        f"{base}{path}",
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert shot.is_file(), result.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", data[16:24]) == (1280, 900)
-    assert len(data) > 10_000, "the screenshot looks blank"
+    browser.check_screenshot(tmp_path, f"{page}.png", f"{base}{path}")

@@ -10,21 +10,13 @@ second run saves a screenshot, ``graph.png``.
 from __future__ import annotations
 
 import html
-import json
-import re
-import struct
-import threading
-import urllib.request
 from collections.abc import Iterator
-from pathlib import Path
 
 import pytest
 
-from dagrun.store import Store, reads
-from dagrun.webapp import WebApp, make_web_server
+from dagrun.store import reads
 from dagrun.webapp.urls import graph_url
-from tests.helpers import run_cli, write_dag
-from tests.integration.test_browser import CHROMIUM, chromium, css_colour
+from tests.integration import browser
 
 pytestmark = pytest.mark.slow
 
@@ -95,79 +87,36 @@ document.getElementById("graph").addEventListener("load", function () {
 """
 
 
-def with_probe(app: WebApp, graph: str):
-    """The app, plus ``/__probe`` loading ``graph`` in an iframe: test scaffolding on the
-    same origin, so it may read the iframe's DOM. Every other path is the real application."""
-    probe = PROBE.replace("__SRC__", html.escape(graph)).encode()
-
-    def wrapped(environ, start_response):
-        if environ.get("PATH_INFO") == "/__probe":
-            start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-            return [probe]
-        return app(environ, start_response)
-
-    return wrapped
-
-
 @pytest.fixture
 def served(cli_env, dags_dir) -> Iterator[tuple[str, str]]:
-    """Backfill one day of the shapes DAG through the CLI, then serve the store on a free
-    loopback port; yields the base URL and the graph of the run."""
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does this)")
-    write_dag(dags_dir, "shapes.py", SHAPES_DAG)
-    result = run_cli(
-        "backfill", "shapes", "--start", "2026-01-01", "--end", "2026-01-01", env=cli_env
+    """Backfill one day of the shapes DAG through the CLI (quality.check fails), then serve
+    the store on a free loopback port; yields the base URL and the graph of the run."""
+    browser.require_chromium()
+    backfill = browser.backfilled(
+        cli_env, dags_dir, "shapes", SHAPES_DAG, "2026-01-01", "2026-01-01"
     )
-    assert result.returncode == 1, result.stderr  # quality.check fails, as intended
-    store = Store(cli_env["DAGRUN_DB_URL"])
-    with store.read() as conn:
-        (run,) = reads.runs(conn, "shapes")
-    graph = graph_url("shapes", run.run_id)
-    app = WebApp(store, logs_root=Path(cli_env["DAGRUN_HOME"]) / "logs")
-    server = make_web_server(with_probe(app, graph), "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}", graph
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
-        store.dispose()
+    with backfill as (store, app):
+        with store.read() as conn:
+            (run,) = reads.runs(conn, "shapes")
+        graph = graph_url("shapes", run.run_id)
+        probe = PROBE.replace("__SRC__", html.escape(graph))
+        with browser.serving(browser.with_probe(app, probe)) as base:
+            yield base, graph
 
 
 def test_the_graph_in_headless_chromium(served, tmp_path):
     base, _ = served
-    result = chromium(tmp_path, "--virtual-time-budget=10000", "--dump-dom", f"{base}/__probe")
-    assert result.returncode == 0, result.stderr[-2000:]
-    found = re.search(r'<pre id="result">(.*?)</pre>', result.stdout, re.S)
-    assert found, result.stdout[-2000:]
-    probe = json.loads(html.unescape(found.group(1)))
+    probe, _ = browser.read_probe(tmp_path, f"{base}/__probe")
     assert probe["boxes"] == probe["drawn"] == len(STATES)
     assert probe["edges"] == EDGES
     assert probe["groups"] == 1
     assert probe["states"] == STATES
-    with urllib.request.urlopen(f"{base}/static/dagrun.css", timeout=10) as response:
-        css = response.read().decode()
-    assert probe["fills"]["failed"] == css_colour(css, "failed")
-    assert probe["fills"]["success"] == css_colour(css, "success")
+    css = browser.stylesheet(base)
+    assert probe["fills"]["failed"] == browser.css_colour(css, "failed")
+    assert probe["fills"]["success"] == browser.css_colour(css, "success")
     assert probe["fills"]["failed"] != probe["fills"]["success"]
 
 
 def test_a_screenshot_of_the_graph(served, tmp_path):
     base, graph = served
-    shot = tmp_path / "graph.png"
-    result = chromium(
-        tmp_path,
-        f"--screenshot={shot}",
-        "--window-size=1280,900",
-        "--hide-scrollbars",
-        f"{base}{graph}",
-    )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert shot.is_file(), result.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", data[16:24]) == (1280, 900)
-    assert len(data) > 10_000, "the screenshot looks blank"
+    browser.check_screenshot(tmp_path, "graph.png", f"{base}{graph}")

@@ -11,19 +11,13 @@ third saves a screenshot, grid.png.
 
 from __future__ import annotations
 
-import html
-import json
-import re
-import struct
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from dagrun.store import Store
-from dagrun.webapp import make_web_server
-from tests.integration.test_browser import CHROMIUM, chromium
+from tests.integration import browser
 from tests.test_web_grid import build_shapes
 
 pytestmark = pytest.mark.slow
@@ -105,53 +99,22 @@ document.getElementById("grid").addEventListener("load", function () {
 """
 
 
-def with_probes(app):
-    """The app, plus the probe pages on the same origin (so they may read the iframes' DOM);
-    every other path is the real application, headers and all."""
-    probes = {"/__probe": PROBE, "/__dark": DARK_PROBE}
-
-    def wrapped(environ, start_response):
-        page = probes.get(environ.get("PATH_INFO"))
-        if page is None:
-            return app(environ, start_response)
-        start_response("200 OK", [("Content-Type", "text/html; charset=utf-8")])
-        return [page.encode()]
-
-    return wrapped
-
-
 @pytest.fixture
 def served(sqlite_store: Store, dags_dir: Path) -> Iterator[str]:
     """The shapes and watch DAGs' grids, refreshing every second, on a free loopback port."""
-    if CHROMIUM is None:
-        pytest.skip("chromium is not installed (apt-get install chromium; .ci/run does this)")
+    browser.require_chromium()
     shapes = build_shapes(sqlite_store, dags_dir, refresh_seconds=1)
-    server = make_web_server(with_probes(shapes.app), "127.0.0.1", 0)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=10)
+    with browser.serving(
+        browser.with_probes(shapes.app, {"/__probe": PROBE, "/__dark": DARK_PROBE})
+    ) as base:
+        yield base
 
 
 def probe(tmp_path: Path, url: str, *flags: str) -> tuple[dict, str]:
     """What the probe page at ``url`` wrote, and Chromium's log (console messages included)."""
-    result = chromium(
-        tmp_path,
-        "--enable-logging=stderr",
-        "--v=0",
-        "--virtual-time-budget=15000",
-        *flags,
-        "--dump-dom",
-        url,
+    return browser.read_probe(
+        tmp_path, url, "--enable-logging=stderr", "--v=0", *flags, budget_ms=15_000
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    found = re.search(r'<pre id="result">(.*?)</pre>', result.stdout, re.S)
-    assert found and found.group(1) != "pending", (result.stdout[-2000:], result.stderr[-2000:])
-    return json.loads(html.unescape(found.group(1))), result.stderr
 
 
 def test_the_script_folds_groups_in_place_and_refreshes_only_when_it_should(served, tmp_path):
@@ -182,17 +145,6 @@ def test_the_dark_stylesheet_applies_when_the_system_prefers_it(served, tmp_path
 
 
 def test_a_screenshot_of_the_grid_with_groups_and_a_mapped_task(served, tmp_path):
-    shot = tmp_path / "grid.png"
-    result = chromium(
-        tmp_path,
-        f"--screenshot={shot}",
-        "--window-size=1280,900",
-        "--hide-scrollbars",
-        f"{served}/dags/shapes/grid?refresh=0&expand=add",
+    browser.check_screenshot(
+        tmp_path, "grid.png", f"{served}/dags/shapes/grid?refresh=0&expand=add"
     )
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert shot.is_file(), result.stderr[-2000:]
-    data = shot.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    assert struct.unpack(">II", data[16:24]) == (1280, 900)
-    assert len(data) > 10_000, "the screenshot looks blank"
