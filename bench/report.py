@@ -50,6 +50,8 @@ def rows(document: dict) -> list[list[str]]:
     """One row per workload; W4 gets one per worker count, W5 its status or summary."""
     out = []
     for name, r in document["workloads"].items():
+        if r.get("kind") in ("scale", "herd") and r.get("status") == "ok":
+            continue  # in the scale table
         if r.get("status") != "ok":
             out.append([name, *["-"] * 7, f"{r.get('title', '')} {r['status']}"])
         elif "workers" in r:
@@ -164,6 +166,116 @@ def targets(document: dict) -> list[str]:
     return lines
 
 
+SCALE_HEADERS = ["workload", "what", "small", "large", "growth", "target", "met"]
+HERD_HEADERS = [
+    "workers",
+    "drain s",
+    "tasks/s",
+    "exactly once",
+    "run started, s late (first / last)",
+    "task began, s late (first / last)",
+    "claims/s per PG core",
+    "peak RSS MB",
+]
+
+
+def _size(value: float | None, unit: str) -> str:
+    return "-" if value is None else f"{value:.3g} {unit}"
+
+
+def scale_rows(document: dict) -> list[list[str]]:
+    """One row per growth target of the scale workloads; their sizes as context rows."""
+    out = []
+    for name, r in document["workloads"].items():
+        if r.get("kind") != "scale" or r.get("status") != "ok":
+            continue
+        for t in r.get("targets", []):
+            growth = "small" in t
+            out.append(
+                [
+                    name,
+                    t["target"],
+                    _num(t.get("small"), 3) if growth else "-",
+                    _num(t.get("large") if growth else t["value"], 3),
+                    f"{t['value']:.2f}x" if growth and t["value"] is not None else "-",
+                    f"<= {t['limit']:g}x" if growth else f"< {t['limit']:g}",
+                    "met" if t["met"] else "MISSED",
+                ]
+            )
+        out.extend(_scale_context(name, r))
+    return out
+
+
+def _scale_context(name: str, r: dict) -> list[list[str]]:
+    rows = []
+    for engine, found in r.get("engines", {}).items():
+        if "small" not in found:
+            rows.append([name, f"{engine}: {found.get('status')}", "-", "-", "-", "-", "-"])
+            continue
+        small, large = found["small"], found["large"]
+        rows.append(
+            [
+                name,
+                f"{engine}: tasks; wall s; database size",
+                f"{small['tasks']}; {small['wall_s']:.1f} s; {_size(small['db_mb'], 'MB')}",
+                f"{large['tasks']}; {large['wall_s']:.1f} s; {_size(large['db_mb'], 'MB')}",
+                "-",
+                "-",
+                "-",
+            ]
+        )
+    if "marginal_ms_per_file" in r:
+        small, large = r["small"], r["large"]
+        rows.append(
+            [
+                name,
+                "files; cold s; unchanged s; marginal ms per file past the small size",
+                f"{small['files']}; {small['cold_s']:.2f}; {small['unchanged_s']:.2f}",
+                f"{large['files']}; {large['cold_s']:.2f}; {large['unchanged_s']:.2f}; "
+                f"{r['marginal_ms_per_file']:.2f}",
+                "-",
+                "-",
+                "-",
+            ]
+        )
+    if "sizes" in r.get("large", {}):
+        small, large = r["small"], r["large"]
+        rows.append(
+            [
+                name,
+                "runs; store build s; database size",
+                f"{small['sizes']['runs']}; {small['build_seconds']}; "
+                f"{_size(small.get('db_mb'), 'MB')}",
+                f"{large['sizes']['runs']}; {large['build_seconds']}; "
+                f"{_size(large.get('db_mb'), 'MB')}",
+                "-",
+                "-",
+                "-",
+            ]
+        )
+    return rows
+
+
+def herd_rows(r: dict) -> list[list[str]]:
+    out = []
+    for count, w in r["workers"].items():
+        first, last = w["first_run_started_late_s"], w["last_run_started_late_s"]
+        began = w.get("first_task_started_late_s"), w.get("last_task_started_late_s")
+        out.append(
+            [
+                f"{count} (+ scheduler)",
+                f"{w['drain_s']:.1f}",
+                f"{w['tasks_per_s']:.0f}",
+                str(w["exactly_once"]),
+                f"{_num(first, 1)} / {_num(last, 1)}",
+                f"{_num(began[0], 1)} / {_num(began[1], 1)}",
+                _num(w["claims_per_pg_core_s"], 0),
+                f"{w['peak_rss_mb']:.0f}",
+            ]
+        )
+    return out
+
+
 def render(document: dict) -> str:
     m = document["machine"]
     head = (
@@ -178,7 +290,14 @@ def render(document: dict) -> str:
     )
     body = rows(document)
     parts = [head, "", table(HEADERS, body) if body else "(no workloads)"]
+    scaled = scale_rows(document)
+    if scaled:
+        parts += ["", "scale (issue 18): per-unit cost at the small and the large size", ""]
+        parts.append(table(SCALE_HEADERS, scaled))
+    for name, r in document["workloads"].items():
+        if r.get("kind") == "herd" and r.get("status") == "ok":
+            parts += ["", f"{name} {r['title']}", "", table(HERD_HEADERS, herd_rows(r))]
     found = targets(document)
     if found:
-        parts += ["", "targets (issue 7):", *found]
+        parts += ["", "targets (issues 7 and 18):", *found]
     return "\n".join(parts)

@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import report, worker_scale, workloads
+from bench import herd, report, scale, web_grid, worker_scale, workloads
 
 WORKLOADS = {
     "W1": workloads.w1,
@@ -35,6 +35,12 @@ WORKLOADS = {
     "W5": workloads.w5,
     "W6": workloads.w6,
     "W7": workloads.w7,
+    # The scale workloads (issue 18): each sets its per-unit cost beside its small
+    # counterpart's (W1L, W3, W5, W4), reused when that ran earlier in the same invocation.
+    "W1XL": scale.w1xl,
+    "W3XL": scale.w3xl,
+    "W5XL": web_grid.w5xl,
+    "W4H": herd.w4h,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 
@@ -142,7 +148,7 @@ def main(argv: list[str] | None = None) -> int:
     }
     try:
         for name in args.only:
-            document["workloads"][name] = run_one(name, ctx)
+            document["workloads"][name] = ctx.results[name] = run_one(name, ctx)
         workloads.compare_mapping(document["workloads"])
     finally:
         if args.keep:

@@ -17,7 +17,7 @@ import statistics
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench import graphs
@@ -34,6 +34,9 @@ class Context:
     tiny: bool
     repeat: int
     scratch: Path
+    #: The results of the workloads already run in this invocation, by name: a scale
+    #: workload reuses its small counterpart's numbers when it ran (else measures one).
+    results: dict[str, dict] = field(default_factory=dict)
 
     def folder(self, name: str) -> Path:
         """A fresh folder per repetition: nothing cached from the previous one."""

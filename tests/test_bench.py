@@ -53,3 +53,78 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
     beside = document["workloads"]["W7"]["beside_sensors"]["100"]
     assert beside["pokes_per_s_alone"]["median"] > 0 and beside["kept"] > 0
     assert "ratio to floor" in done.stdout
+
+
+TINY = [sys.executable, "-m", "bench", "--tiny", "--repeat", "1"]
+
+
+def run_tiny(tmp_path: Path, only: str) -> tuple[dict, str]:
+    """``python -m bench --tiny --only ONLY --repeat 1``: its JSON document and its report."""
+    out = tmp_path / "bench.json"
+    done = subprocess.run(
+        [*TINY, "--only", only, "--out", str(out)],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=110,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    return json.loads(out.read_text()), done.stdout
+
+
+def growth_targets(result: dict) -> list[dict]:
+    """The targets that compare a per-unit cost at the small size with the large one."""
+    found = [t for t in result["targets"] if "small" in t]
+    assert found
+    for t in found:
+        assert t["small"] > 0 and t["large"] > 0 and t["value"] == t["large"] / t["small"]
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_tiny_w1xl_sets_the_large_backfill_beside_the_small_one(tmp_path: Path) -> None:
+    document, stdout = run_tiny(tmp_path, "W1XL")
+    result = document["workloads"]["W1XL"]
+    assert result["status"] == "ok"
+    assert len(growth_targets(result)) >= 2
+    sqlite = result["engines"]["sqlite"]
+    assert sqlite["large"]["tasks"] == 10 * sqlite["small"]["tasks"]
+    assert sqlite["large"]["db_mb"] > 0 and sqlite["large"]["peak_rss_mb"] > 0
+    postgres = result["engines"]["postgres"]
+    if postgres["status"] == "ok":
+        assert postgres["large"]["db_mb"] > 0
+    assert "scale (issue 18)" in stdout
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
+def test_tiny_w3xl_and_w5xl_report_growth_ratios(tmp_path: Path) -> None:
+    document, _ = run_tiny(tmp_path, "W3XL,W5XL")
+    w3xl, w5xl = document["workloads"]["W3XL"], document["workloads"]["W5XL"]
+    assert w3xl["status"] == "ok" and w5xl["status"] == "ok"
+    growth_targets(w3xl)
+    assert w3xl["large"]["files"] == 10 * w3xl["small"]["files"]
+    assert {t["target"].split(":")[0] for t in growth_targets(w5xl)} >= {
+        "html grid, newest page",
+        "html grid, deep page",
+        "dag list",
+    }
+    assert w5xl["large"]["sizes"]["runs"] == 10 * w5xl["small"]["sizes"]["runs"]
+    assert w5xl["large"]["db_mb"] > w5xl["small"]["db_mb"] > 0
+
+
+@pytest.mark.slow
+@pytest.mark.postgres
+@pytest.mark.timeout(120)
+def test_tiny_herd_runs_every_task_exactly_once(tmp_path: Path) -> None:
+    document, stdout = run_tiny(tmp_path, "W4H")
+    result = document["workloads"]["W4H"]
+    if result["status"].startswith("not available"):
+        pytest.skip(result["status"])
+    assert result["status"] == "ok"
+    for count, found in result["workers"].items():
+        assert found["exactly_once"], count
+        assert found["runs_succeeded"] == result["runs"] and found["runs_not_started"] == 0
+        assert found["tasks_per_s"] > 0 and found["last_run_started_late_s"] >= 0
+    assert "claims/s per PG core" in stdout
