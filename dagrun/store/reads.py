@@ -10,12 +10,12 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from functools import reduce
 
-from sqlalchemy import Connection, bindparam, func, select, union_all
+from sqlalchemy import Connection, Select, bindparam, func, literal_column, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
 from dagrun.spec import DagSpec, spec_from
@@ -173,15 +173,39 @@ def get_dag(conn: Connection, dag_id: str, *, active: bool = True) -> DagRow:
 
 def latest_runs(conn: Connection, dag_ids: list[str]) -> dict[str, datetime]:
     """Each DAG's latest logical date of a scheduled, backfilled or asset run (manual runs
-    are not on the schedule), through the (dag_id, logical_date) index."""
-    if not dag_ids:
-        return {}
-    stmt = (
-        select(dag_run.c.dag_id, func.max(dag_run.c.logical_date))
-        .where(dag_run.c.dag_id.in_(dag_ids), dag_run.c.run_type != RunType.MANUAL.value)
-        .group_by(dag_run.c.dag_id)
+    are not on the schedule).
+
+    Per DAG, the last key of the one-run-per-date index (its predicate written out, so
+    SQLite uses that partial index): a ``max()`` grouped by DAG read every run of the DAG,
+    28 ms at 100,000 runs on each grid page and DAG list.
+    """
+    scheduled = dag_run.c.run_type != literal_column(f"'{RunType.MANUAL.value}'")
+    return dict(
+        _per_dag(
+            conn,
+            dag_ids,
+            lambda dag_id: (
+                select(dag_run.c.dag_id, dag_run.c.logical_date)
+                .where(dag_run.c.dag_id == dag_id, scheduled)
+                .order_by(dag_run.c.logical_date.desc())
+                .limit(1)
+            ),
+        )
     )
-    return dict(sql.tuples(conn, stmt))
+
+
+def _per_dag(
+    conn: Connection, dag_ids: list[str], part: Callable[[str], Select]
+) -> Iterator[tuple]:
+    """The rows of ``part(dag_id)`` for every DAG, as a UNION ALL of one statement per
+    200 DAGs: each part reads only its own rows through an index, where a window function
+    or a GROUP BY would read every run."""
+    for start in range(0, len(dag_ids), _UNION_CHUNK):
+        parts = [part(d) for d in dag_ids[start : start + _UNION_CHUNK]]
+        if len(parts) > 1:
+            parts = [union_all(*(p.subquery().select() for p in parts))]
+        if parts:
+            yield from sql.tuples(conn, parts[0])
 
 
 def load_spec(conn: Connection, dag_id: str) -> DagSpec:
@@ -353,24 +377,21 @@ def has_active_runs(conn: Connection, dag_id: str | None = None) -> bool:
 
 
 def recent_runs(conn: Connection, dag_ids: list[str], per_dag: int) -> dict[str, list[RunRow]]:
-    """The newest ``per_dag`` runs of each DAG (oldest first), in one statement per 200 DAGs.
-
-    A UNION ALL of per-DAG ``ORDER BY logical_date DESC LIMIT n`` reads only those rows
-    through the (dag_id, logical_date) key; a window function would read every run.
-    """
+    """The newest ``per_dag`` runs of each DAG (oldest first): per DAG, ``ORDER BY
+    logical_date DESC LIMIT n`` through the (dag_id, logical_date) key."""
     found: dict[str, list[RunRow]] = {d: [] for d in dag_ids}
-    for start in range(0, len(dag_ids), _UNION_CHUNK):
-        parts = [
+    rows = _per_dag(
+        conn,
+        dag_ids,
+        lambda dag_id: (
             _RUNS.where(dag_run.c.dag_id == dag_id)
             .order_by(dag_run.c.logical_date.desc())
             .limit(per_dag)
-            .subquery()
-            .select()
-            for dag_id in dag_ids[start : start + _UNION_CHUNK]
-        ]
-        if parts:
-            for row in _run_rows(conn, union_all(*parts)):
-                found[row.dag_id].append(row)
+        ),
+    )
+    for row in rows:
+        run = RunRow(*row)
+        found[run.dag_id].append(run)
     for found_runs in found.values():
         found_runs.sort(key=lambda r: r.logical_date)
     return found
