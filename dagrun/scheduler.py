@@ -37,6 +37,8 @@ log = logging.getLogger("dagrun.scheduler")
 Clock = Callable[[], datetime]
 #: Runs created per DAG per tick, so a DAG with years of catchup cannot stall a tick.
 MAX_CREATE_PER_TICK = 1000
+#: Runs one transaction admits and starts; past it, each further batch commits on its own.
+ADMIT_PER_COMMIT = 500
 _EPSILON = timedelta(microseconds=1)
 
 
@@ -150,9 +152,11 @@ class Scheduler:
             timed_out = manual.time_out_runs(conn, spec, now)
             created = self._create_due_runs(conn, spec, row.cursor, now)
             created += self._run_for_assets(conn, spec, now)
-            admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now)
-            started = runs.start_runs(conn, spec, now)
+            admitted, started = _admit_and_start(conn, spec, now)
             waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id, now)
+        if len(admitted) == ADMIT_PER_COMMIT:
+            more_admitted, more_started = self._admit_the_rest(spec, now)
+            admitted, started = admitted + more_admitted, started + more_started
         if timed_out:
             log.warning(
                 "%s: failed %d run(s) past dagrun_timeout=%gs",
@@ -172,6 +176,23 @@ class Scheduler:
             self._hold(dag_id, f"{waiting} run(s) wait for max_active_runs={spec.max_active_runs}")
         else:
             self._holds.pop(dag_id, None)
+
+    def _admit_the_rest(self, spec: DagSpec, now: datetime) -> tuple[list[int], list[int]]:
+        """After a full batch, admit and start the next batches, a commit each: workers
+        start on the first runs while the rest are admitted (50,000 runs due at once made
+        one transaction, and no task began for 7 s)."""
+        admitted: list[int] = []
+        started: list[int] = []
+        while True:
+            with self.store.write() as conn:
+                if not runs.lock_dag(conn, spec.dag_id, skip_locked=True):
+                    break
+                batch, begun = _admit_and_start(conn, spec, now)
+            admitted += batch
+            started += begun
+            if len(batch) < ADMIT_PER_COMMIT:
+                break
+        return admitted, started
 
     def _create_due_runs(self, conn, spec: DagSpec, cursor: datetime | None, now: datetime) -> int:
         """Create the runs that fell due. Without catchup the backlog is bounded: no run is
@@ -286,3 +307,10 @@ class SchedulerLoop:
         if self.on_fatal is None:
             raise error
         self.on_fatal(error)
+
+
+def _admit_and_start(conn: Connection, spec: DagSpec, now: datetime) -> tuple[list[int], list[int]]:
+    """One batch: waiting runs admitted within ``max_active_runs`` (at most
+    ``ADMIT_PER_COMMIT``), then the queued runs due to start started."""
+    admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now, limit=ADMIT_PER_COMMIT)
+    return admitted, runs.start_runs(conn, spec, now)

@@ -7,6 +7,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
+from dagrun import scheduler
 from dagrun.scheduler import Scheduler
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import attempts, manual, reads, registry
@@ -280,3 +281,24 @@ def test_depends_on_past_task_starts_when_the_previous_date_succeeds(store, dags
         sched.tick()
         assert drain_once(store) == 1, "each completion readies exactly the next date"
     assert run_states(store) == [RunState.SUCCESS.value] * 3
+
+
+def test_a_herd_of_due_runs_starts_in_batches_that_commit_one_by_one(store, dags_dir, monkeypatch):
+    """30 runs due at once with room for all: one tick starts every one of them, but a
+    batch at a time, each its own transaction, so workers see the first runs' tasks while
+    the rest are being admitted."""
+    monkeypatch.setattr(scheduler, "ADMIT_PER_COMMIT", 7)
+    daily_dag(dags_dir, max_active=100)
+    sched = Scheduler(store, str(dags_dir), clock=FakeClock(NOW))
+    commits = []
+    write = store.write
+
+    def counted():
+        commits.append(active_count(store))
+        return write()
+
+    monkeypatch.setattr(store, "write", counted)
+    report = sched.tick()
+    assert report.started == {"daily": 30}
+    assert run_states(store) == [RunState.RUNNING.value] * 30
+    assert [n for n in commits if 0 < n < 30] == [7, 14, 21, 28]  # active as each batch began

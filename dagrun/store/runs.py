@@ -147,8 +147,10 @@ def admit_runs(
     *,
     newest_first: bool = False,
     run_pks: Iterable[int] | None = None,
+    limit: int | None = None,
 ) -> list[int]:
-    """Move waiting runs to queued while queued + running stays within ``max_active``.
+    """Move waiting runs to queued while queued + running stays within ``max_active``, at
+    most ``limit`` of them.
 
     Oldest logical date first (newest first for ``backfill --reverse``). ``run_pks`` limits
     admission to those runs (a backfill admits its own). Task instances are created here,
@@ -159,6 +161,8 @@ def admit_runs(
     holds the DAG lock.
     """
     free = max_active - count_active_runs(conn, spec.dag_id)
+    if limit is not None:
+        free = min(free, limit)
     admitted = admissible(conn, spec, free, now, newest_first=newest_first, run_pks=run_pks)
     if admitted:
         _lock_in_order(conn, spec, admitted, now)
