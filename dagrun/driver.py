@@ -67,6 +67,10 @@ class RunDriver:
         self.store = store
         self.spec = spec
         self.run_pks = run_pks
+        self._ours = frozenset(run_pks)
+        #: Runs not yet seen finished by this driver's commits: the full check of the store
+        #: waits until none is left (the watcher's look catches runs others ended).
+        self._unfinished = set(run_pks)
         self.max_active = max_active_runs or spec.max_active_runs
         self.reverse = reverse
         self.progress = progress
@@ -120,7 +124,7 @@ class RunDriver:
             now,
             max_active=self.max_active,
             newest_first=self.reverse,
-            run_pks=self.run_pks,
+            run_pks=self._ours,
         )
         self._note_running(started)
         return started
@@ -140,8 +144,9 @@ class RunDriver:
         """The worker's commit hook: runs ended, so admit the next ones; stop when all are
         done, their callbacks included."""
         self._note_running([], completion.finished_runs)
+        self._unfinished.difference_update(completion.finished_runs)
         self._admit(conn, now)
-        if self._all_done(conn):
+        if not self._unfinished and self._all_done(conn):
             self._finished = True
             self.worker.stop()
 

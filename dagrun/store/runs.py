@@ -13,7 +13,7 @@ Callers pass ``now`` from ``Store.now()``: the database server's clock on Postgr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Iterable
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -146,7 +146,7 @@ def admit_runs(
     now: datetime,
     *,
     newest_first: bool = False,
-    run_pks: Iterable[int] | None = None,
+    run_pks: Collection[int] | None = None,
     limit: int | None = None,
 ) -> list[int]:
     """Move waiting runs to queued while queued + running stays within ``max_active``, at
@@ -186,7 +186,7 @@ def admissible(
     now: datetime,
     *,
     newest_first: bool = False,
-    run_pks: Iterable[int] | None = None,
+    run_pks: Collection[int] | None = None,
 ) -> list[int]:
     """The waiting runs admission would take into ``free`` slots (see ``admit_runs``)."""
     if free <= 0:
@@ -204,11 +204,11 @@ def _next_waiting(
     free: int,
     now: datetime,
     newest_first: bool,
-    run_pks: Iterable[int] | None,
+    wanted: Collection[int] | None,
 ) -> list[int]:
-    """The first ``free`` waiting runs in admission order (among ``run_pks`` if given),
-    read only as far as needed: a backfill admits a few runs at a time out of hundreds."""
-    wanted = None if run_pks is None else set(run_pks)
+    """The first ``free`` waiting runs in admission order (among ``wanted`` if given: a set,
+    as a backfill's thousands of runs are tested one by one), read only as far as needed: a
+    backfill admits a few runs at a time out of thousands, at every commit."""
     statement = q.WAITING_RUNS_NEWEST if newest_first else q.WAITING_RUNS
     cursor = sql.execute(conn, statement, {"b_dag_id": dag_id, "b_now": now})
     found: list[int] = []
@@ -262,7 +262,7 @@ def admit_and_start(
     *,
     max_active: int | None = None,
     newest_first: bool = False,
-    run_pks: Iterable[int] | None = None,
+    run_pks: Collection[int] | None = None,
 ) -> list[int]:
     """Under the DAG lock, admit waiting runs within the limit (the DAG's
     ``max_active_runs`` unless given) and start the due ones; the runs started."""
