@@ -391,6 +391,8 @@ class Worker:
                 conn, self.owner, outcomes, spec_for, now, self.options.infra_budget
             )
             callbacks.finish(conn, self.owner, delivered, now)
+            for run_pk in completion.finished_runs:  # the cache keeps what is running
+                self._runs.pop(run_pk, None)
             if completion.finished_runs and self.on_commit is not None:
                 self.on_commit(conn, completion, now)
             room = 0 if self._stopping else self._room(pool)

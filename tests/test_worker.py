@@ -348,3 +348,40 @@ def test_a_new_worker_claims_only_what_its_children_can_start(sqlite_store, dags
     finally:
         stop_process(worker)
     assert max(held) == 1, held
+
+
+def test_a_worker_keeps_no_facts_of_runs_that_ended(sqlite_store, dags_dir, tmp_path):
+    """What claims need of a run (id, dates, conf) is cached while the run goes, and
+    dropped when it ends: a backfill of years, or a scheduler's worker running for months,
+    holds only its running runs in memory."""
+    from dagrun.driver import RunDriver
+    from dagrun.store import runs
+    from dagrun.timetable import DataInterval
+
+    write_dag(
+        dags_dir,
+        "many.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("many", schedule=None, max_active_runs=4):
+            @task
+            def only():
+                return None
+
+            only()
+        """,
+    )
+    sync_dags(sqlite_store, str(dags_dir))
+    with sqlite_store.write() as conn:
+        spec = reads.get_dag(conn, "many").spec
+        now = sqlite_store.now(conn)
+        pks = [
+            runs.create_manual_run(conn, spec, DataInterval(now, now), f"r{i}", now)[0]
+            for i in range(12)
+        ]
+    options = WorkerOptions(concurrency=2, log_dir=tmp_path / "logs")
+    driver = RunDriver(sqlite_store, spec, pks, worker_options=options)
+    result = driver.run()
+    assert result.worker.finished_runs == 12
+    assert driver.worker._runs == {}

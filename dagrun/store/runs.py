@@ -117,7 +117,7 @@ def run_facts(
     ``known``, a caller's cache (they never change once a run exists), reading the others
     into it."""
     known = {} if known is None else known
-    if len(known) > 10_000:  # a long-lived worker keeps only recent runs
+    if len(known) > 1_000:  # runs others ended: a long-lived worker keeps what is running
         known.clear()
     missing = sorted(set(run_pks) - known.keys())
     if missing:
