@@ -14,12 +14,16 @@ from dataclasses import dataclass
 from datetime import datetime
 from enum import StrEnum
 from itertools import chain, islice
+from typing import TYPE_CHECKING
 
 from dagrun.errors import UsageError
 from dagrun.spec import DagSpec
 from dagrun.states import FAILED_TASK_STATES, RunState, RunType
 from dagrun.store import Store, audit, manual, reads, runs
 from dagrun.timetable import DataInterval
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 
 class Action(StrEnum):
@@ -142,25 +146,19 @@ def _action(state: str | None, mode: Mode) -> Action:
 
 
 def prepare(store: Store, plan: Plan) -> list[int]:
-    """Create missing runs and reset the ones to rerun, in one transaction; their pks."""
+    """Create missing runs and reset the ones to rerun, in one transaction; their pks.
+
+    A page of dates at a time: the rows to insert and the runs read back are a page's, so
+    a backfill of decades does not first hold every run's row in memory (its worker
+    children, forked after this, would carry those pages too).
+    """
     spec, entries = plan.spec, plan.to_run
     with store.write() as conn:
         now = store.now(conn)
         runs.lock_dag(conn, spec.dag_id)
-        creates = [e.interval for e in entries if e.action == Action.CREATE]
-        runs.create_runs(conn, spec, creates, RunType.BACKFILL, now)
-        by_date = {
-            r.logical_date: r.id
-            for r in reads.runs_between(conn, spec.dag_id, plan.start, plan.end, scheduled=True)
-        }
-        run_pks = [by_date[e.interval.start] for e in entries]
-        resets = {by_date[e.interval.start]: None for e in entries if e.action == Action.RESET}
-        reruns = {
-            e.run_pk: _failed_tasks(conn, e.run_pk)
-            for e in entries
-            if e.action == Action.RERUN_FAILED
-        }
-        manual.clear_runs(conn, spec, {**resets, **reruns}, now)
+        run_pks: list[int] = []
+        for start in range(0, len(entries), PAGE_DATES):
+            run_pks += _prepare_page(conn, spec, entries[start : start + PAGE_DATES], now)
         audit.record(
             store,
             conn,
@@ -171,6 +169,26 @@ def prepare(store: Store, plan: Plan) -> list[int]:
             runs=len(run_pks),
             actions={a.value: n for a, n in plan.counts().items()},
         )
+    return run_pks
+
+
+def _prepare_page(
+    conn: Connection, spec: DagSpec, entries: list[PlanEntry], now: datetime
+) -> list[int]:
+    """One page of ``prepare``: its runs created or reset, and their pks in date order."""
+    creates = [e.interval for e in entries if e.action == Action.CREATE]
+    runs.create_runs(conn, spec, creates, RunType.BACKFILL, now)
+    first, last = entries[0].interval.start, entries[-1].interval.start
+    by_date = {
+        r.logical_date: r.id
+        for r in reads.runs_between(conn, spec.dag_id, first, last, scheduled=True)
+    }
+    run_pks = [by_date[e.interval.start] for e in entries]
+    resets = {by_date[e.interval.start]: None for e in entries if e.action == Action.RESET}
+    reruns = {
+        e.run_pk: _failed_tasks(conn, e.run_pk) for e in entries if e.action == Action.RERUN_FAILED
+    }
+    manual.clear_runs(conn, spec, {**resets, **reruns}, now)
     return run_pks
 
 
