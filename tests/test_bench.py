@@ -82,10 +82,18 @@ def growth_targets(result: dict) -> list[dict]:
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_tiny_w1xl_sets_the_large_backfill_beside_the_small_one(tmp_path: Path) -> None:
-    document, stdout = run_tiny(tmp_path, "W1XL")
-    result = document["workloads"]["W1XL"]
+@pytest.mark.postgres
+@pytest.mark.timeout(240)
+def test_tiny_scale_workloads_report_growth_ratios(tmp_path: Path) -> None:
+    """W1XL, W3XL, W5XL and the herd in one tiny invocation (one start-up for all four)."""
+    document, stdout = run_tiny(tmp_path, "W1XL,W3XL,W5XL,W4H")
+    assert "scale (issue 18)" in stdout
+    check_w1xl(document["workloads"]["W1XL"])
+    check_w3xl_w5xl(document["workloads"]["W3XL"], document["workloads"]["W5XL"])
+    check_herd(document["workloads"]["W4H"], stdout)
+
+
+def check_w1xl(result: dict) -> None:
     assert result["status"] == "ok"
     assert len(growth_targets(result)) >= 2
     sqlite = result["engines"]["sqlite"]
@@ -94,14 +102,9 @@ def test_tiny_w1xl_sets_the_large_backfill_beside_the_small_one(tmp_path: Path) 
     postgres = result["engines"]["postgres"]
     if postgres["status"] == "ok":
         assert postgres["large"]["db_mb"] > 0
-    assert "scale (issue 18)" in stdout
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_tiny_w3xl_and_w5xl_report_growth_ratios(tmp_path: Path) -> None:
-    document, _ = run_tiny(tmp_path, "W3XL,W5XL")
-    w3xl, w5xl = document["workloads"]["W3XL"], document["workloads"]["W5XL"]
+def check_w3xl_w5xl(w3xl: dict, w5xl: dict) -> None:
     assert w3xl["status"] == "ok" and w5xl["status"] == "ok"
     growth_targets(w3xl)
     assert w3xl["large"]["files"] == 10 * w3xl["small"]["files"]
@@ -114,15 +117,8 @@ def test_tiny_w3xl_and_w5xl_report_growth_ratios(tmp_path: Path) -> None:
     assert w5xl["large"]["db_mb"] > w5xl["small"]["db_mb"] > 0
 
 
-@pytest.mark.slow
-@pytest.mark.postgres
-@pytest.mark.timeout(120)
-def test_tiny_herd_runs_every_task_exactly_once(tmp_path: Path) -> None:
-    document, stdout = run_tiny(tmp_path, "W4H")
-    result = document["workloads"]["W4H"]
-    if result["status"].startswith("not available"):
-        pytest.skip(result["status"])
-    assert result["status"] == "ok"
+def check_herd(result: dict, stdout: str) -> None:
+    assert result["status"] == "ok", result["status"]
     for count, found in result["workers"].items():
         assert found["exactly_once"], count
         assert found["runs_succeeded"] == result["runs"] and found["runs_not_started"] == 0
