@@ -57,8 +57,15 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     worker = Worker(app.store, options, on_commit=sched.admit_after)
     loop = SchedulerLoop(sched, poll, on_queued_work=worker.wake, on_fatal=worker.fail)
     loop.start()
+
+    def stop() -> None:
+        """Tick no more (no run is created while the workers finish what they run), then
+        stop the workers."""
+        loop.stop()
+        worker.stop()
+
     try:
-        with stop_signals(worker.stop):
+        with stop_signals(stop):
             stats = worker.run()
     finally:
         loop.stop()

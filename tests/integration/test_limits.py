@@ -4,6 +4,7 @@ the store recorded, waited on with deadlines."""
 
 from __future__ import annotations
 
+import signal
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,21 @@ from dagrun import DAG, task
 
 with DAG("fast", schedule=timedelta(seconds=2), start_date="2026-01-01",
          catchup=False, max_active_runs=1):
+    @task
+    def slow():
+        time.sleep(4)
+
+    slow()
+"""
+
+# A run every second, three at once, whose task takes 4 s: a stop takes that long.
+EVERY_SECOND = """
+import time
+from datetime import timedelta
+from dagrun import DAG, task
+
+with DAG("every_second", schedule=timedelta(seconds=1), start_date="2026-01-01",
+         catchup=False, max_active_runs=3):
     @task
     def slow():
         time.sleep(4)
@@ -103,6 +119,29 @@ def test_without_catchup_the_backlog_never_grows_past_max_active_runs(
     with store.read() as conn:
         created = conn.execute(select(func.count()).select_from(dag_run)).scalar_one()
     assert created <= 3, f"{created} runs for ~10 s of a 2 s schedule whose runs take 4 s"
+
+
+def test_a_stopping_scheduler_creates_no_run_while_its_workers_finish(
+    cli_env, dags_dir, store, tmp_path
+):
+    """SIGTERM: the running task finishes (a clean stop), and no run is made meanwhile,
+    though runs fall due every second with slots free (a tick in flight may end)."""
+    write_dag(dags_dir, "every_second.py", EVERY_SECOND)
+    process = scheduler(cli_env, tmp_path)
+    try:
+        wait_until(lambda: attempt_count(store) >= 1, 30, what="a task to start")
+        before = len(states(store))
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(30) == 0, (tmp_path / "scheduler.log").read_text()
+    finally:
+        stop_process(process)
+    assert len(states(store)) <= before + 1, states(store)
+    assert "success" in states(store)
+
+
+def attempt_count(store: Store) -> int:
+    with store.read() as conn:
+        return conn.execute(select(func.count()).select_from(task_attempt)).scalar_one()
 
 
 def test_a_run_past_its_dagrun_timeout_fails_and_its_shell_is_stopped(
