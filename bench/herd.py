@@ -38,6 +38,7 @@ from bench.worker_scale import (
     pg_schema,
     start_workers,
     stop_workers,
+    wait_for_none,
 )
 from bench.workloads import Context, cli_env, dagrun_command
 
@@ -291,23 +292,8 @@ def drain(ctx: Context, base: str, workers: int, runs: int) -> dict:
 
 def wait_runs_done(url: str, procs: list[subprocess.Popen], deadline: float) -> float:
     """Until every run has ended (its task too): the monotonic time it happened."""
-    from sqlalchemy import create_engine, text
-
-    from dagrun.store.engine import normalise_url
-
-    engine = create_engine(normalise_url(url))
-    query = text("SELECT count(*) FROM dag_run WHERE state IN ('waiting', 'queued', 'running')")
-    try:
-        while time.monotonic() < deadline:
-            with engine.connect() as conn:
-                if conn.execute(query).scalar_one() == 0:
-                    return time.monotonic()
-            if any(p.poll() is not None for p in procs):
-                raise RuntimeError("W4H: a worker or the scheduler exited before the drain")
-            time.sleep(0.1)
-        raise TimeoutError("W4H: the runs did not all end before the deadline")
-    finally:
-        engine.dispose()
+    active = "SELECT count(*) FROM dag_run WHERE state IN ('waiting', 'queued', 'running')"
+    return wait_for_none(url, active, procs, deadline, "W4H: the runs", 0.1)
 
 
 def w4h(ctx: Context) -> dict:

@@ -117,24 +117,33 @@ def start_workers(url: str, folder: Path, count: int) -> list[subprocess.Popen]:
 
 def wait_drained(url: str, procs: list[subprocess.Popen], deadline: float) -> float:
     """Poll until no task instance is left unfinished; the monotonic time it happened."""
+    unfinished = (
+        "SELECT count(*) FROM task_instance WHERE state NOT IN "
+        "('success', 'failed', 'upstream_failed', 'skipped')"
+    )
+    return wait_for_none(url, unfinished, procs, deadline, "W4: the queue", 0.05)
+
+
+def wait_for_none(
+    url: str, count: str, procs: list[subprocess.Popen], deadline: float, what: str, every: float
+) -> float:
+    """Poll the SQL ``count`` until it is 0 (the monotonic time it happened), failing when
+    one of ``procs`` exits first or past ``deadline``."""
     from sqlalchemy import create_engine, text
 
     from dagrun.store.engine import normalise_url
 
     engine = create_engine(normalise_url(url))
-    query = text(
-        "SELECT count(*) FROM task_instance WHERE state NOT IN "
-        "('success', 'failed', 'upstream_failed', 'skipped')"
-    )
+    query = text(count)
     try:
         while time.monotonic() < deadline:
             with engine.connect() as conn:
                 if conn.execute(query).scalar_one() == 0:
                     return time.monotonic()
             if any(p.poll() is not None for p in procs):
-                raise RuntimeError("W4: a worker exited before the queue was empty")
-            time.sleep(0.05)
-        raise TimeoutError("W4: the queue did not drain before the deadline")
+                raise RuntimeError(f"{what}: a process exited before the end")
+            time.sleep(every)
+        raise TimeoutError(f"{what} did not reach its end before the deadline")
     finally:
         engine.dispose()
 

@@ -24,35 +24,23 @@ from tests.helpers import (
 
 pytestmark = pytest.mark.slow
 
+PERIODIC = """
+import time
+from datetime import timedelta
+from dagrun import DAG, task
+
+with DAG("{dag_id}", schedule=timedelta(seconds={every}), start_date="2026-01-01",
+         catchup=False, max_active_runs={at_once}):
+    @task
+    def slow():
+        time.sleep(4)
+
+    slow()
+"""
 # A run every 2 s whose task takes 4 s: without a bound, waiting runs pile up.
-FAST_SCHEDULE = """
-import time
-from datetime import timedelta
-from dagrun import DAG, task
-
-with DAG("fast", schedule=timedelta(seconds=2), start_date="2026-01-01",
-         catchup=False, max_active_runs=1):
-    @task
-    def slow():
-        time.sleep(4)
-
-    slow()
-"""
-
+FAST_SCHEDULE = PERIODIC.format(dag_id="fast", every=2, at_once=1)
 # A run every second, three at once, whose task takes 4 s: a stop takes that long.
-EVERY_SECOND = """
-import time
-from datetime import timedelta
-from dagrun import DAG, task
-
-with DAG("every_second", schedule=timedelta(seconds=1), start_date="2026-01-01",
-         catchup=False, max_active_runs=3):
-    @task
-    def slow():
-        time.sleep(4)
-
-    slow()
-"""
+EVERY_SECOND = PERIODIC.format(dag_id="every_second", every=1, at_once=3)
 
 # A run that may last 3 s whose shell sleeps for a minute, writing its pid first.
 TIMED_OUT = """
