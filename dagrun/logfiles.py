@@ -13,11 +13,14 @@ the DAG, task, date and try, so ``grep`` over the folder still finds things.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 import socket
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
 
 SEGMENT_BYTES = 64 * 1024 * 1024
 _FLAGS = os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC
@@ -121,3 +124,83 @@ def read(path: str, offset: int | None, length: int | None, tail: int | None = N
         handle.seek(start + skipped)
         data = handle.read(size - skipped)
     return data.decode("utf-8", "replace"), skipped
+
+
+# ---------------------------------------------------------------- removing segments
+
+
+@dataclass
+class Removal:
+    """What ``remove_segments`` removed (or would), and what it left."""
+
+    files: int = 0
+    bytes: int = 0
+    #: Segments a writer may still append to, or written too recently.
+    open: int = 0
+    #: Files named that are not on this host.
+    absent: int = 0
+
+
+def remove_segments(paths: Iterable[str], *, quiet: float, dry_run: bool = False) -> Removal:
+    """Remove the given segments (count them only, on a dry run), then the day folders they
+    leave empty. A segment still open to its writer, or written less than ``quiet`` seconds
+    ago (a range is recorded a moment after its output), or not on this host, is counted
+    and left."""
+    removal = Removal()
+    folders: set[str] = set()
+    for path in sorted(paths):
+        if not path.endswith(".log"):
+            continue
+        try:
+            stat = os.stat(path)
+        except FileNotFoundError:
+            removal.absent += 1
+            continue
+        if time.time() - stat.st_mtime < quiet or writer_active(path):
+            removal.open += 1
+            continue
+        if not dry_run:
+            try:
+                os.remove(path)
+            except FileNotFoundError:
+                continue
+            folders.add(os.path.dirname(path))
+        removal.files += 1
+        removal.bytes += stat.st_size
+    for folder in folders:
+        _remove_day_folder(folder)
+    return removal
+
+
+def writer_active(path: str) -> bool:
+    """Whether the process that wrote this segment may still append to it: it has opened no
+    newer segment and is alive on this host (or on another host, where we cannot tell).
+    A file not named as a segment (``<host>-<pid>-<n>.log``) was written once."""
+    parts = os.path.basename(path).removesuffix(".log").rsplit("-", 2)
+    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
+        return False
+    host, pid = parts[0], int(parts[1])
+    logs = os.path.dirname(os.path.dirname(path))
+    pattern = os.path.join(glob.escape(logs), "*", glob.escape(f"{host}-{pid}-") + "*.log")
+    if any(_number(other) > _number(path) for other in glob.glob(pattern)):
+        return False  # it moved on: a process never goes back to an older segment
+    if host != socket.gethostname():
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_day_folder(folder: str) -> None:
+    """Remove an emptied day folder, unless a writer may still make a segment in it (today's
+    and yesterday's, by UTC day)."""
+    name = os.path.basename(folder)
+    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
+    if len(name) != 10 or name >= yesterday:
+        return
+    with contextlib.suppress(OSError):  # not empty, or gone already
+        os.rmdir(folder)

@@ -271,7 +271,7 @@ def test_axis_ticks_are_round_local_times(example):
     # 06:00 UTC is 12:00 in Dhaka; 60 s in at most 8 parts: every 10 s from 12:00:00
     expected = [f"12:00:{s:02d}" for s in range(0, 60, 10)] + ["12:01:00"]
     assert [t.label for t in view.ticks] == expected
-    assert [t.x for t in view.ticks] == sorted(t.x for t in view.ticks)
+    assert [t.at for t in view.ticks] == sorted(t.at for t in view.ticks)
 
 
 def test_ids_and_run_ids_are_escaped(sqlite_store):

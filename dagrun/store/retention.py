@@ -30,18 +30,14 @@ A day folder goes when it is empty and older than yesterday (a writer makes toda
 
 from __future__ import annotations
 
-import contextlib
-import glob
-import os
-import socket
-import time
 from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
-from datetime import UTC, datetime, timedelta
+from datetime import UTC, datetime
 
-from sqlalchemy import Connection, and_, bindparam, delete, exists, func, or_, select
+from sqlalchemy import Connection, and_, delete, exists, func, or_, select
 
+from dagrun import logfiles
 from dagrun.errors import StoreConflict
 from dagrun.states import CallbackState, RunState, TaskState
 from dagrun.store import audit, sql
@@ -57,6 +53,8 @@ from dagrun.store.schema import (
     task_instance,
 )
 from dagrun.store.sql import Statement
+from dagrun.store.sql import bind as _b
+from dagrun.store.sql import bind_list as _many
 
 #: Runs deleted per transaction: short enough that a scheduler waits milliseconds for it.
 BATCH_RUNS = 1000
@@ -75,14 +73,6 @@ _OPEN_CALLBACKS = (CallbackState.PENDING, CallbackState.RUNNING)
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 
 ti = task_instance
-
-
-def _b(name: str, **kwargs):
-    return bindparam(f"b_{name}", **kwargs)
-
-
-def _many(name: str):
-    return bindparam(f"b_{name}", expanding=True)
 
 
 @dataclass
@@ -374,75 +364,12 @@ def _referenced(conn: Connection) -> Counter[str]:
     return refs
 
 
-# ---------------------------------------------------------------- log files
-
-
 def _remove_logs(
     paths: set[str], tally: Tally, *, quiet: float = QUIET_SECONDS, dry_run: bool = False
 ) -> None:
-    """Remove the log files no row points into (count them only on a dry run), then the day
-    folders they leave empty; files still open or not on this host are counted, not
-    touched."""
-    folders: set[str] = set()
-    for path in sorted(paths):
-        if not path.endswith(".log"):
-            continue
-        try:
-            size, written = _stat(path)
-        except FileNotFoundError:
-            tally.absent_files += 1
-            continue
-        if time.time() - written < quiet or _writer_active(path):
-            tally.open_segments += 1
-            continue
-        if not dry_run:
-            try:
-                os.remove(path)
-            except FileNotFoundError:
-                continue
-            folders.add(os.path.dirname(path))
-        tally.log_files += 1
-        tally.log_bytes += size
-    for folder in folders:
-        _remove_day_folder(folder)
-
-
-def _stat(path: str) -> tuple[int, float]:
-    stat = os.stat(path)
-    return stat.st_size, stat.st_mtime
-
-
-def _writer_active(path: str) -> bool:
-    """Whether the process that wrote this segment may still append to it: it has opened no
-    newer segment and is alive on this host (or on another host, where we cannot tell).
-    A file not named as a segment (``<host>-<pid>-<n>.log``) was written once."""
-    parts = os.path.basename(path).removesuffix(".log").rsplit("-", 2)
-    if len(parts) != 3 or not parts[1].isdigit() or not parts[2].isdigit():
-        return False
-    host, pid, number = parts[0], int(parts[1]), int(parts[2])
-    logs = os.path.dirname(os.path.dirname(path))
-    pattern = os.path.join(glob.escape(logs), "*", glob.escape(f"{host}-{pid}-") + "*.log")
-    for other in glob.glob(pattern):
-        tail = os.path.basename(other).removesuffix(".log").rsplit("-", 1)[-1]
-        if tail.isdigit() and int(tail) > number:
-            return False  # it moved on: a process never goes back to an older segment
-    if host != socket.gethostname():
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove_day_folder(folder: str) -> None:
-    """Remove an emptied day folder of the logs, unless a writer may still make a segment in
-    it (today's and yesterday's, by UTC day)."""
-    name = os.path.basename(folder)
-    yesterday = (datetime.now(UTC) - timedelta(days=1)).strftime("%Y-%m-%d")
-    if len(name) != 10 or name >= yesterday:
-        return
-    with contextlib.suppress(OSError):  # not empty, or gone already
-        os.rmdir(folder)
+    """Remove (on a dry run, count) the log files no row points into any more."""
+    removal = logfiles.remove_segments(paths, quiet=quiet, dry_run=dry_run)
+    tally.log_files += removal.files
+    tally.log_bytes += removal.bytes
+    tally.open_segments += removal.open
+    tally.absent_files += removal.absent

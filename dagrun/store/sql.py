@@ -53,6 +53,16 @@ def observed(observer: Callable[[str, Any, float], None]) -> Iterator[None]:
         _observers.remove(observer)
 
 
+def bind(name: str, **kwargs) -> sqlalchemy.BindParameter:
+    """A bind parameter ``b_<name>``: every statement names its parameters so."""
+    return sqlalchemy.bindparam(f"b_{name}", **kwargs)
+
+
+def bind_list(name: str) -> sqlalchemy.BindParameter:
+    """An ``IN`` list bound at execution (``b_<name>``, a list)."""
+    return sqlalchemy.bindparam(f"b_{name}", expanding=True)
+
+
 class Statement:
     """A named statement of the catalogue: what it does, and its SQL (an expression, or a
     function of the dialect's name for the few spelled per dialect, like ``ON CONFLICT``).

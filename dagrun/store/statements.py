@@ -69,23 +69,15 @@ from dagrun.store.schema import (
     variable,
 )
 from dagrun.store.sql import Statement
+from dagrun.store.sql import bind as _b
+from dagrun.store.sql import bind_list as _many
 
 ti = task_instance
-
-
-def _b(name: str, **kwargs):
-    """A bind parameter ``b_<name>``."""
-    return bindparam(f"b_{name}", **kwargs)
 
 
 def _binds(columns: str) -> dict:
     """``column: b_<column>`` for each of the space-separated ``columns`` (an INSERT's values)."""
     return {c: _b(c) for c in columns.split()}
-
-
-def _many(name: str):
-    """An ``IN`` list bound at execution (``b_<name>``, a list)."""
-    return bindparam(f"b_{name}", expanding=True)
 
 
 def _upsert(

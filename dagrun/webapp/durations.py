@@ -18,9 +18,9 @@ from zoneinfo import ZoneInfo
 from dagrun.store import Store
 from dagrun.store.history import RunDurations, recent_durations
 from dagrun.webapp.formatting import fmt_duration
-from dagrun.webapp.gantt import NICE_STEPS, nice_step
+from dagrun.webapp.gantt import NICE_STEPS, Tick, nice_step
 from dagrun.webapp.http import BadRequest
-from dagrun.webapp.models import DagInfo, read_dag
+from dagrun.webapp.models import DagInfo, read_dag, task_order
 
 DEFAULT_RUNS = 25
 MAX_RUNS = 200
@@ -82,12 +82,6 @@ class Line:
 
 
 @dataclass(frozen=True)
-class Tick:
-    at: float
-    label: str
-
-
-@dataclass(frozen=True)
 class DurationsChart:
     """Everything the durations page prints, read in one transaction and laid out after."""
 
@@ -139,9 +133,10 @@ def build_chart(info: DagInfo, history: Sequence[RunDurations], asked: int) -> D
     y_max = step * max(1, math.ceil(top / step))
     place = _Placer(history, xs, y_max, tz)
     run_line = place.line("run", "run", [r.duration for r in history])
+    seen = {task_id for r in history for task_id in r.tasks}
     task_lines = [
         place.line(task_id, f"task dc{i % PALETTE}", [r.tasks.get(task_id) for r in history])
-        for i, task_id in enumerate(_task_order(info, history))
+        for i, (task_id, _) in enumerate(task_order(info, seen))
     ]
     y_ticks = [
         Tick(_y(i * step, y_max), fmt_duration(i * step)) for i in range(round(y_max / step) + 1)
@@ -155,13 +150,6 @@ def build_chart(info: DagInfo, history: Sequence[RunDurations], asked: int) -> D
         y_ticks,
         _x_labels(history, xs, tz),
     )
-
-
-def _task_order(info: DagInfo, history: Sequence[RunDurations]) -> list[str]:
-    """The DAG's tasks in its order, then tasks of older runs it no longer has."""
-    known = [t.task_id for t in info.spec.tasks]
-    seen = {task_id for r in history for task_id in r.tasks}
-    return known + sorted(seen - set(known))
 
 
 def _xs(count: int) -> list[float]:

@@ -18,7 +18,7 @@ from zoneinfo import ZoneInfo
 from dagrun.states import AttemptOutcome, RunState, TaskState
 from dagrun.store import Store, reads
 from dagrun.store.reads import AttemptRow, RunRow, TaskRow
-from dagrun.webapp.formatting import fmt_duration
+from dagrun.webapp.formatting import fmt_duration, local
 from dagrun.webapp.models import DagInfo, read_dag
 from dagrun.webapp.urls import log_url
 
@@ -80,7 +80,10 @@ class Row:
 
 @dataclass(frozen=True)
 class Tick:
-    x: float
+    """A labelled mark on an axis, ``at`` pixels along it (the Gantt's time axis, the
+    durations chart's axes)."""
+
+    at: float
     label: str
 
 
@@ -261,7 +264,7 @@ def _end_mark(ti: TaskRow, scale: TimeScale, tz: ZoneInfo) -> Bar | None:
     """A skipped or upstream-failed instance never ran: a thin mark where it was decided."""
     if ti.end_date is None:
         return None
-    title = f"{label(ti)} · {ti.state}\n{_clock(ti.end_date, tz)}"
+    title = f"{label(ti)} · {ti.state}\n{local(ti.end_date, tz, seconds=True)}"
     return Bar(scale.x(ti.end_date) - 1, 2.0, ti.state, title)
 
 
@@ -331,11 +334,8 @@ def _outcome_state(outcome: str | None) -> str:
 def _title(head: str, span: tuple[datetime, datetime], tz: ZoneInfo) -> str:
     start, end = span
     seconds = (end - start).total_seconds()
-    return f"{head}\n{_clock(start, tz)} → {_clock(end, tz)} · {fmt_duration(seconds)}"
-
-
-def _clock(at: datetime, tz: ZoneInfo) -> str:
-    return at.astimezone(tz).strftime("%Y-%m-%d %H:%M:%S %Z")
+    when = f"{local(start, tz, seconds=True)} → {local(end, tz, seconds=True)}"
+    return f"{head}\n{when} · {fmt_duration(seconds)}"
 
 
 # ---------------------------------------------------------------- the time axis

@@ -155,7 +155,7 @@ def read_grid(store: Store, dag_id: str, paging: Paging, shape: GridShape) -> Gr
     columns = grid_columns(dag_id, info.spec.timetable.tz, page.runs)
     groups = {t.task_id: t.group for t in info.spec.tasks}
     mapped = info.spec.mapped_ids | page.mapped_ids
-    tasks = grid_tasks(_task_order(info, page.task_ids), groups, mapped)
+    tasks = grid_tasks(task_order(info, page.task_ids), groups, mapped)
     rows = grid_rows(columns, page, tasks, shape, now)
     return GridView(info, page, columns, rows, paging, active, shape)
 
@@ -184,7 +184,7 @@ def read_graph(store: Store, dag_id: str, run_id: str | None) -> GraphView:
 # ---------------------------------------------------------------- building a view
 
 
-def _task_order(info: DagInfo, found: Iterable[str]) -> list[tuple[str, bool]]:
+def task_order(info: DagInfo, found: Iterable[str]) -> list[tuple[str, bool]]:
     """Tasks in topological order, then tasks of past runs no longer in the DAG (removed)."""
     known = [t.task_id for t in info.spec.tasks]
     extra = sorted(set(found) - set(known))
@@ -200,7 +200,7 @@ def task_lines(
     for instance in instances:
         by_task.setdefault(instance.task_id, []).append(instance)
     lines = []
-    for task_id, removed in _task_order(info, by_task):
+    for task_id, removed in task_order(info, by_task):
         for instance in by_task.get(task_id) or [None]:
             duration = None
             if instance is not None:
