@@ -102,6 +102,21 @@ class DagSpec:
         return {t.task_id: t for t in self.tasks}
 
     @cached_property
+    def downstream(self) -> dict[str, tuple[str, ...]]:
+        """Each task's direct downstream tasks, in topological order: what may become ready
+        when it ends (``runs.advance_runs`` decides those only)."""
+        found: dict[str, list[str]] = {t.task_id: [] for t in self.tasks}
+        for t in self.tasks:
+            for up in t.upstream:
+                found[up].append(t.task_id)
+        return {task_id: tuple(ids) for task_id, ids in found.items()}
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Each task's place in ``tasks``, which is topological order."""
+        return {t.task_id: i for i, t in enumerate(self.tasks)}
+
+    @cached_property
     def mapped_ids(self) -> frozenset[str]:
         """The mapped tasks: readiness expands them instead of queueing them."""
         return frozenset(t.task_id for t in self.tasks if t.mapped)

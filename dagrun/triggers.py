@@ -7,7 +7,7 @@ transaction that read the states.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -39,6 +39,7 @@ def evaluate(
     past_ok: Mapping[str, bool] | None = None,
     *,
     choices: Mapping[str, frozenset[str] | None] | None = None,
+    only: Collection[str] | None = None,
 ) -> Decisions:
     """Decide, in topological order, what each waiting task instance becomes.
 
@@ -51,11 +52,14 @@ def evaluate(
     short-circuit task that returned a falsy value maps to ``None``. A truthy short-circuit is
     absent. Tasks a choice rules out are skipped whatever their trigger rules (see
     ``_ruled_out``); the tasks below them follow their own rules, in the same pass.
+
+    ``only`` decides just those tasks (``states`` then holds them and their upstream tasks
+    at least) and leaves the run's end undecided: what the caller knows of the rest.
     """
     current = dict(states)
     decisions = Decisions()
     ruled_out = _ruled_out(spec, choices) if choices else frozenset()
-    for task in spec.tasks:
+    for task in spec.tasks if only is None else _in_order(spec, only):
         if current.get(task.task_id) != TaskState.NONE:
             continue
         if task.task_id in ruled_out:
@@ -71,8 +75,14 @@ def evaluate(
         if verdict is not None:
             current[task.task_id] = verdict
             _record(decisions, task.task_id, verdict)
-    decisions.run_state = run_outcome(current.values())
+    if only is None:
+        decisions.run_state = run_outcome(current.values())
     return decisions
+
+
+def _in_order(spec: DagSpec, task_ids: Collection[str]) -> list[TaskSpec]:
+    position = spec.position
+    return [spec.task_map[t] for t in sorted(task_ids, key=position.__getitem__)]
 
 
 def _ruled_out(spec: DagSpec, choices: Mapping[str, frozenset[str] | None]) -> set[str]:

@@ -267,6 +267,7 @@ def complete(
                 states[o.ti_id] = _fail(conn, owner, o, task, now, infra_budget)
     result = Completion()
     touched: dict[int, str] = {}
+    ended: dict[int, set[str]] = {}
     for o in outcomes:
         state = states[o.ti_id]
         if state is None:
@@ -284,13 +285,17 @@ def complete(
         elif state == TaskState.SKIPPED:
             result.skipped.append(o)
         touched[o.run_pk] = o.dag_id
+        ended.setdefault(o.run_pk, set()).add(o.task_id)
     _record_attempts(conn, outcomes, {o.ti_id for o in result.stale}, now)
-    touched.update(_next_runs_waiting_on_past(conn, result.accepted, spec_for))
+    for run_pk, dag_id in _next_runs_waiting_on_past(conn, result.accepted, spec_for):
+        touched[run_pk] = dag_id
+        ended.pop(run_pk, None)  # its past changed, not its own tasks: decide all of it
     result.callbacks = callbacks.enqueue_task_events(
         conn, callbacks.task_events(result, spec_for), now
     )
     assets.record_events(conn, result.accepted, spec_for, now)
-    decided = runs.advance_runs(conn, {pk: spec_for(d) for pk, d in touched.items()}, now)
+    specs = {pk: spec_for(d) for pk, d in touched.items()}
+    decided = runs.advance_runs(conn, specs, now, ended)
     result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
     result.callbacks += sum(
         callbacks.hears_run_end(spec_for(touched[pk]), d.run_state)

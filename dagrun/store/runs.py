@@ -13,7 +13,7 @@ Callers pass ``now`` from ``Store.now()``: the database server's clock on Postgr
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -275,26 +275,35 @@ def admit_and_start(
 # ---------------------------------------------------------------- readiness
 
 
-def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> dict[int, Decisions]:
+def advance_runs(
+    conn: Connection,
+    runs: dict[int, DagSpec],
+    now: datetime,
+    ended: Mapping[int, Collection[str]] | None = None,
+) -> dict[int, Decisions]:
     """Apply the trigger rules to running runs: queue ready tasks, end the runs that are done.
 
     The one place task readiness is decided. Locks the run rows first (in id order, so two
     lockers never deadlock), so two workers finishing the two upstreams of one task at once
     both see each other's result and the task is queued exactly once. One read of the runs
     and one of their task instances serve every run a group commit touched.
+
+    ``ended`` names, for some of the runs, the only tasks whose state changed since
+    readiness was last decided (a group commit's finished attempts): only their downstream
+    tasks can have become ready, so only those are decided (``_decide_after``), and a run
+    of thousands of tasks costs a commit what a small one does. Every other run is decided
+    from all its task instances.
     """
     pks = sorted(runs)
     if not pks:
         return {}
     locked = dict(sql.tuples(conn, q.LOCK_RUNS, {"b_run_pks": pks}))
     running = [pk for pk in pks if locked.get(pk) == RunState.RUNNING.value]
-    states = _task_states(conn, running)
-    decided: dict[int, Decisions] = {}
-    for pk in running:
-        spec = runs[pk]
-        past = _past_ok(conn, spec, pk) if _needs_past(spec, states[pk]) else None
-        chosen = _choices(conn, spec, pk, states[pk]) if spec.choice_ids else None
-        decided[pk] = evaluate(spec, states[pk], past, choices=chosen)
+    decided = _decide_after(conn, runs, {pk: ended[pk] for pk in running if pk in (ended or {})})
+    rest = [pk for pk in running if pk not in decided]
+    states = _task_states(conn, rest)
+    for pk in rest:
+        decided[pk] = _decide(conn, runs[pk], pk, states[pk])
     again = _apply(conn, decided, runs, now)
     _end_runs(conn, decided, runs, states, now)
     if again:  # a mapped task ended when it expanded: what follows it is decided now
@@ -302,16 +311,78 @@ def advance_runs(conn: Connection, runs: dict[int, DagSpec], now: datetime) -> d
     return decided
 
 
-def _task_states(conn: Connection, run_pks: list[int]) -> dict[int, dict[str, TaskState]]:
-    """Each run's task states by task id; a mapped task's is what its indexes add up to."""
+def _decide(
+    conn: Connection,
+    spec: DagSpec,
+    run_pk: int,
+    states: dict[str, TaskState],
+    only: Collection[str] | None = None,
+) -> Decisions:
+    past = _past_ok(conn, spec, run_pk) if _needs_past(spec, states) else None
+    chosen = _choices(conn, spec, run_pk, states) if spec.choice_ids else None
+    return evaluate(spec, states, past, choices=chosen, only=only)
+
+
+def _decide_after(
+    conn: Connection, runs: dict[int, DagSpec], ended: dict[int, Collection[str]]
+) -> dict[int, Decisions]:
+    """Readiness decided from the tasks that ended only: their downstream tasks, read with
+    their upstream tasks (and the run's branch tasks). A run is left out, to be decided
+    from all its tasks, when this pass would end a task (upstream_failed or skipped: that
+    cascades further down) or when it queued nothing and the run has no task left
+    unfinished (it ends, and its outcome needs every state)."""
+    candidates = {pk: _downstream(runs[pk], ids) for pk, ids in ended.items()}
+    needed = {
+        t
+        for pk, ids in candidates.items()
+        for t in (*ids, *runs[pk].choice_ids, *_upstream(runs[pk], ids))
+    }
+    states = _task_states(conn, sorted(candidates), sorted(needed))
+    decided, idle = {}, []
+    for pk, ids in candidates.items():
+        d = _decide(conn, runs[pk], pk, states[pk], only=ids)
+        if d.upstream_failed or d.skip:
+            continue
+        decided[pk] = d
+        if not d.queue:
+            idle.append(pk)
+    if idle:
+        busy = set(sql.scalars(conn, q.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle}))
+        for pk in idle:
+            if pk not in busy:
+                del decided[pk]
+    return decided
+
+
+def _downstream(spec: DagSpec, task_ids: Iterable[str]) -> set[str]:
+    below = spec.downstream
+    return {d for t in task_ids for d in below.get(t, ())}
+
+
+def _upstream(spec: DagSpec, task_ids: Iterable[str]) -> set[str]:
+    tasks = spec.task_map
+    return {u for t in task_ids for u in tasks[t].upstream}
+
+
+def _task_states(
+    conn: Connection, run_pks: list[int], task_ids: list[str] | None = None
+) -> dict[int, dict[str, TaskState]]:
+    """Each run's task states by task id (of ``task_ids`` only, if given); a mapped task's
+    is what its indexes add up to."""
     states: dict[int, dict[str, TaskState]] = {pk: {} for pk in run_pks}
-    if run_pks:
-        for run_pk, task_id, state in sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": run_pks}):
-            found = states[run_pk]
-            known = found.get(task_id)
-            found[task_id] = (
-                _TASK_STATES[state] if known is None else merged(known, _TASK_STATES[state])
-            )
+    if not run_pks or task_ids == []:
+        return states
+    if task_ids is None:
+        rows = sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": run_pks})
+    else:
+        params = {"b_run_pks": run_pks, "b_task_ids": task_ids}
+        rows = sql.tuples(conn, q.SOME_TASK_STATES, params)
+    for run_pk, task_id, state in rows:
+        found = states[run_pk]
+        known = found.get(task_id)
+        found[task_id] = (
+            _TASK_STATES[state] if known is None else merged(known, _TASK_STATES[state])
+        )
     return states
 
 

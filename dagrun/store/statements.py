@@ -43,6 +43,7 @@ from sqlalchemy import (
 from dagrun.masking import SENSITIVE_WORDS
 from dagrun.states import (
     ACTIVE_RUN_STATES,
+    FINISHED_TASK_STATES,
     AttemptOutcome,
     CallbackState,
     RunState,
@@ -283,6 +284,25 @@ RUN_TASK_STATES = Statement(
     "Every task instance state of these runs (what readiness decides from; a mapped task "
     "has a row per index).",
     select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(ti.c.run_pk.in_(_many("run_pks"))),
+)
+SOME_TASK_STATES = Statement(
+    "The states of some tasks of these runs: what readiness decides from after a commit "
+    "(the tasks that ended, their downstream and those tasks' upstream).",
+    select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(
+        ti.c.run_pk.in_(_many("run_pks")), ti.c.task_id.in_(_many("task_ids"))
+    ),
+)
+RUNS_WITH_WORK_LEFT = Statement(
+    "Which of these runs have a task instance not finished yet (read as far as the first).",
+    select(dag_run.c.id).where(
+        dag_run.c.id.in_(_many("run_pks")),
+        select(ti.c.id)
+        .where(
+            ti.c.run_pk == dag_run.c.id,
+            ti.c.state.not_in(sorted(s.value for s in FINISHED_TASK_STATES)),
+        )
+        .exists(),
+    ),
 )
 _WAITING_TASK = and_(
     ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"), ti.c.state == TaskState.NONE.value
