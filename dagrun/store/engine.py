@@ -37,7 +37,7 @@ from dagrun.errors import (
     StoreUnavailable,
     UsageError,
 )
-from dagrun.store import schema, sql
+from dagrun.store import rendered, schema, sql
 from dagrun.store.outage import (
     DRIVER_ERRORS,
     OUTAGE_SECONDS,
@@ -174,7 +174,7 @@ class Store:
                         yield conn
                 finally:
                     if options.get("dagrun_schema") and self.dialect == "sqlite":
-                        conn.invalidate()  # its foreign keys were off: never reuse it
+                        _foreign_keys_back_on(conn)
         except DRIVER_ERRORS as exc:
             error = translate(exc)
             if self.health is not None:
@@ -200,7 +200,8 @@ class Store:
                 if self.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
                 if not inspect(conn).has_table("dagrun_meta"):
-                    schema.metadata.create_all(conn)
+                    for statement in _create_statements(conn.dialect):
+                        conn.exec_driver_sql(statement)
                     conn.execute(
                         schema.meta.insert().values(
                             key="schema_version", value=str(schema.SCHEMA_VERSION)
@@ -239,6 +240,16 @@ class Store:
         self.engine.dispose()
 
 
+def _create_statements(dialect) -> list[str]:
+    """The new schema's DDL, as an earlier process rendered it (``rendered``) or now."""
+    found = rendered.get(dialect.name, _SCHEMA_DDL)
+    if found is None:
+        found = schema.create_statements(dialect)
+        rendered.put(dialect.name, _SCHEMA_DDL, found)
+    return found
+
+
+_SCHEMA_DDL = f"schema version {schema.SCHEMA_VERSION}"
 _SHARED: dict[str, Store] = {}
 
 
@@ -421,6 +432,21 @@ def _use_wal(cursor) -> None:
             if attempt == 99:
                 raise
             time.sleep(0.05)
+
+
+def _foreign_keys_back_on(conn: Connection) -> None:
+    """After a schema transaction (foreign keys off, see ``_migrate``): on again, which
+    SQLite only allows between transactions. A connection where that fails is dropped, never
+    reused without them; keeping the others spares closing the database's last connection,
+    which checkpoints its log."""
+    try:
+        raw = conn.connection.dbapi_connection
+        raw.execute("PRAGMA foreign_keys=ON")
+        if raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1:
+            return
+    except Exception:  # any failure: the connection is dropped below
+        pass
+    conn.invalidate()
 
 
 def _sqlite_begin(conn: Connection) -> None:

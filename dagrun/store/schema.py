@@ -25,6 +25,7 @@ from sqlalchemy import (
     Table,
     Text,
     UniqueConstraint,
+    create_mock_engine,
     event,
     false,
     literal_column,
@@ -558,3 +559,15 @@ partition_write = Table(
     Index("ix_partition_write_key", "dataset", "partition_key"),
     Index("ix_partition_write_run", "run_pk"),
 )
+
+
+def create_statements(dialect) -> list[str]:
+    """The DDL that creates this schema in an empty database of ``dialect``, as
+    ``metadata.create_all`` sends it (tables, indexes, and the partial indexes of the
+    ``after_create`` events), rendered without a database."""
+    sent: list = []
+    mock = create_mock_engine(
+        f"{dialect.name}://", lambda statement, *_a, **_k: sent.append(statement)
+    )
+    metadata.create_all(mock, checkfirst=False)
+    return [str(statement.compile(dialect=dialect)).strip() for statement in sent]

@@ -25,7 +25,7 @@ import time
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any
+from typing import Any, NamedTuple
 
 import sqlalchemy
 from sqlalchemy import Connection
@@ -33,6 +33,7 @@ from sqlalchemy.exc import DBAPIError
 from sqlalchemy.sql import ClauseElement
 
 from dagrun.errors import StoreError
+from dagrun.store import rendered
 
 Params = Mapping[str, Any]
 _POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
@@ -80,33 +81,95 @@ class Statement:
     def prepared(self, dialect) -> Prepared:
         found = self._prepared.get(dialect.name)
         if found is None:
-            found = self._prepared[dialect.name] = Prepared(self.expression(dialect.name), dialect)
+            found = self._prepared[dialect.name] = self._render(dialect)
         return found
+
+    def _render(self, dialect) -> Prepared:
+        """As an earlier process rendered it (``rendered``), else compiled now and kept."""
+        if not self.name:
+            return Prepared.compile(self.expression(dialect.name), dialect)
+        layout = rendered.get(dialect.name, self.name)
+        if layout is None:
+            layout = Layout.of(self.expression(dialect.name), dialect)
+            rendered.put(dialect.name, self.name, layout)
+        return Prepared(layout, dialect)
 
     def __repr__(self) -> str:
         return f"<Statement {self.name}: {self.purpose}>"
 
 
+class Layout(NamedTuple):
+    """What running a statement needs of its compiled form, in values that pickle: its SQL,
+    parameter order, defaults and ``IN`` lists, the type of each bind that has a processor,
+    and its result columns' names and types."""
+
+    sql: str
+    positional: bool
+    order: tuple[str, ...]
+    defaults: dict[str, Any]
+    expanding: tuple[str, ...]
+    bind_types: tuple[tuple[str, Any], ...]
+    columns: tuple[str, ...]
+    column_types: tuple[Any, ...]
+
+    @classmethod
+    def of(cls, statement: ClauseElement, dialect) -> Layout:
+        compiled = statement.compile(dialect=dialect)
+        binds = {name: bind for bind, name in compiled.bind_names.items()}
+        columns = list(getattr(statement, "exported_columns", ()) or ())
+        return cls(
+            sql=compiled.string,
+            positional=bool(compiled.positional),
+            order=tuple(compiled.positiontup or ()),
+            defaults={name: bind.effective_value for name, bind in binds.items()},
+            expanding=tuple(name for name, bind in binds.items() if bind.expanding),
+            bind_types=tuple(
+                (name, _shared(bind.type)) for name, bind in binds.items() if not bind.expanding
+            ),
+            columns=tuple(
+                getattr(c, "key", None) or getattr(c, "name", None) or "_" for c in columns
+            ),
+            column_types=tuple(_shared(c.type) for c in columns),
+        )
+
+
+_SHARED_TYPES: dict[tuple[type, str], Any] = {}
+
+
+def _shared(kind: Any) -> Any:
+    """One instance per distinct type: its dialect implementation is worked out once, and
+    a file of rendered statements holds each type once."""
+    return _SHARED_TYPES.setdefault((type(kind), repr(kind)), kind)
+
+
 class Prepared:
     """One statement rendered for one dialect: its SQL, parameter order and processors."""
 
-    def __init__(self, statement: ClauseElement, dialect) -> None:
-        compiled = statement.compile(dialect=dialect)
-        binds = {name: bind for bind, name in compiled.bind_names.items()}
-        self.sql = compiled.string
-        self.positional = bool(compiled.positional)
-        self.order = list(compiled.positiontup or ())
-        self.defaults = {name: bind.effective_value for name, bind in binds.items()}
-        self.expanding = [name for name, bind in binds.items() if bind.expanding]
+    def __init__(self, layout: Layout, dialect) -> None:
+        self.sql = layout.sql
+        self.positional = layout.positional
+        self.order = list(layout.order)
+        self.defaults = layout.defaults
+        self.expanding = list(layout.expanding)
         self.processors = [
             (name, _last_value_memo(processor))
-            for name, bind in binds.items()
-            if (processor := bind.type.dialect_impl(dialect).bind_processor(dialect))
-            and not bind.expanding
+            for name, kind in layout.bind_types
+            if (processor := kind.dialect_impl(dialect).bind_processor(dialect))
         ]
         self.dialect = dialect
-        self.row, self.types = _result_shape(statement, dialect)
+        self.columns = layout.columns
+        self.types = [kind.dialect_impl(dialect) for kind in layout.column_types]
         self._readers: dict[tuple, list] = {}
+
+    @functools.cached_property
+    def row(self) -> type:
+        """The named tuple of its rows (made on first use: most statements' rows are read
+        as plain tuples)."""
+        return _row_type(self.columns)
+
+    @classmethod
+    def compile(cls, statement: ClauseElement, dialect) -> Prepared:
+        return cls(Layout.of(statement, dialect), dialect)
 
     def readers(self, description) -> list[tuple[int, Callable[[Any], Any]]]:
         """(column, result processor) for the columns whose driver value needs one, given
@@ -180,16 +243,6 @@ def _last_value_memo(processor: Callable[[Any], Any]) -> Callable[[Any], Any]:
     return process
 
 
-def _result_shape(statement: ClauseElement, dialect) -> tuple[type | None, list]:
-    """A named tuple type for the rows a SELECT or RETURNING gives, and each column's type
-    for the dialect (its result processor depends on what the driver says it sent)."""
-    columns = list(getattr(statement, "exported_columns", ()) or ())
-    if not columns:
-        return None, []
-    names = tuple(getattr(c, "key", None) or getattr(c, "name", None) or "_" for c in columns)
-    return _row_type(names), [c.type.dialect_impl(dialect) for c in columns]
-
-
 @functools.lru_cache(maxsize=512)
 def _row_type(names: tuple[str, ...]) -> type:
     """One named tuple type per list of column names: reads built per call share them."""
@@ -202,7 +255,7 @@ Runnable = Statement | ClauseElement
 def _prepared(conn: Connection, statement: Runnable) -> Prepared:
     if isinstance(statement, Statement):
         return statement.prepared(conn.dialect)
-    return Prepared(statement, conn.dialect)
+    return Prepared.compile(statement, conn.dialect)
 
 
 def execute(conn: Connection, statement: Runnable, params: Params | None = None):

@@ -1,0 +1,118 @@
+"""SQL rendered once per installation, not once per process: the catalogue's statements as
+each dialect spells them, and the DDL of a new schema.
+
+Rendering is SQLAlchemy's compiler, about a millisecond a statement: a one-task ``dagrun
+run`` rendered some forty statements and the forty tables and indexes of a new SQLite
+database, a fifth of what it took after its imports. What is rendered depends only on
+dagrun's source and SQLAlchemy's version, so, like Python's bytecode, it is kept in a file
+beside the code (``__pycache__``) named by a fingerprint of both: every dagrun source file's
+size and modification time, and SQLAlchemy's and Python's versions. A change to either
+renders afresh under a new name. A file that cannot be read or written is ignored, and
+nothing is written where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``): rendering
+is then what it was before, never wrong.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import functools
+import hashlib
+import os
+import pickle
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import sqlalchemy
+
+import dagrun
+
+#: Where the files live; tests point it elsewhere.
+DIRECTORY = Path(__file__).parent / "__pycache__"
+
+_known: dict[str, dict[str, Any]] = {}
+_rendered_here: dict[str, dict[str, Any]] = {}
+
+
+@functools.cache
+def fingerprint() -> str:
+    """What rendered SQL depends on: SQLAlchemy's and Python's versions and every dagrun
+    source file (by size and modification time, as Python checks its bytecode)."""
+    return fingerprint_of(os.path.dirname(dagrun.__file__))
+
+
+def fingerprint_of(package: str) -> str:
+    digest = hashlib.sha256(f"{sqlalchemy.__version__} {sys.version}".encode())
+    for folder, subfolders, files in os.walk(package):
+        subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
+        for name in sorted(f for f in files if f.endswith(".py")):
+            stat = os.stat(os.path.join(folder, name))
+            where = f"{folder[len(package) :]}/{name}"
+            digest.update(f"{where} {stat.st_size} {stat.st_mtime_ns};".encode())
+    return digest.hexdigest()[:20]
+
+
+def get(dialect: str, name: str) -> Any:
+    """What was rendered under ``name`` for ``dialect``, by this process or an earlier one;
+    None if nothing was."""
+    known = _known.get(dialect)
+    if known is None:
+        known = _known[dialect] = _read(_path(dialect))
+    return known.get(name)
+
+
+def put(dialect: str, name: str, value: Any) -> None:
+    """Keep what was rendered; written to the file when this process exits."""
+    if not _rendered_here:
+        atexit.register(save)
+    _known.setdefault(dialect, {})[name] = value
+    _rendered_here.setdefault(dialect, {})[name] = value
+
+
+def save() -> None:
+    """Add what this process rendered to the files (atomically: other processes may be
+    reading or writing them), and remove files of older fingerprints."""
+    if sys.dont_write_bytecode:
+        return
+    for dialect, entries in _rendered_here.items():
+        path = _path(dialect)
+        with contextlib.suppress(Exception):  # an unwritable folder: render next time
+            _write(path, {**_read(path), **entries})
+            for old in path.parent.glob(f"rendered-{dialect}-*.pickle"):
+                if old != path:
+                    old.unlink(missing_ok=True)
+    _rendered_here.clear()
+
+
+def forget() -> None:
+    """Drop what this process knows, read or rendered (tests)."""
+    _known.clear()
+    _rendered_here.clear()
+
+
+def _path(dialect: str) -> Path:
+    return DIRECTORY / f"rendered-{dialect}-{fingerprint()}.pickle"
+
+
+def _read(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as file:
+            found = pickle.load(file)
+    except Exception:  # missing, unreadable, from an interrupted write: render afresh
+        return {}
+    return found if isinstance(found, dict) else {}
+
+
+def _write(path: Path, entries: dict[str, Any]) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".rendered-")
+    try:
+        with os.fdopen(fd, "wb") as file:
+            pickle.dump(entries, file, protocol=pickle.HIGHEST_PROTOCOL)
+        os.chmod(temporary, 0o644)  # readable by every user of the installation, as bytecode
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
