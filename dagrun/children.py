@@ -70,10 +70,12 @@ class Job:
 
 
 class Child:
-    def __init__(self) -> None:
+    def __init__(self, preload: Sequence[str] = ()) -> None:
         self.conn, child_end = _FORK.Pipe()
         self.process = _FORK.Process(
-            target=_child_entry, args=(child_end, self.conn.fileno(), os.getpid()), daemon=True
+            target=_child_entry,
+            args=(child_end, self.conn.fileno(), os.getpid(), tuple(preload)),
+            daemon=True,
         )
         with processes.FORK_GUARD.forking():  # no other thread is inside the database
             self.process.start()
@@ -146,7 +148,7 @@ def read_frames(received: bytearray) -> list[Any]:
 _attempt_groups: list[int] = []
 
 
-def _child_entry(conn: Connection, parent_end: int, parent: int) -> None:
+def _child_entry(conn: Connection, parent_end: int, parent: int, preload: Sequence[str]) -> None:
     os.close(parent_end)  # so this child's pipe ends when the worker's end does
     os.setpgrp()
     # Fresh streams on fds 1 and 2: another thread of the worker may have held the old
@@ -155,7 +157,7 @@ def _child_entry(conn: Connection, parent_end: int, parent: int) -> None:
     sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
     signal.signal(signal.SIGTERM, lambda *_: _worker_gone(parent))
     processes.die_with_parent(signal.SIGTERM, parent)
-    child_main(conn)
+    child_main(conn, preload)
 
 
 def _worker_gone(parent: int) -> None:
@@ -170,13 +172,16 @@ def _worker_gone(parent: int) -> None:
     os._exit(1)
 
 
-def child_main(conn) -> None:
-    """A child: run attempts sent by the worker until told to stop (None) or the pipe ends."""
+def child_main(conn, preload: Sequence[str] = ()) -> None:
+    """A child: run attempts sent by the worker until told to stop (None) or the pipe ends.
+    The DAG files in ``preload`` are imported first (see ``Pool``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The worker's console handlers write to fd 2, which is the attempt's log file while
     # an attempt runs: the runner's own handler already puts each record there once.
     logging.getLogger().handlers.clear()
     cache = DagCache()
+    for path in preload:
+        cache.preload(path)
     while True:
         try:
             requests = conn.recv()
@@ -216,10 +221,20 @@ def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -
 class Pool:
     """``size`` children; hand them buffered jobs, collect results as they come."""
 
-    def __init__(self, size: int, log_dir: str | None = None, stop_grace: float = 10.0):
+    def __init__(
+        self,
+        size: int,
+        log_dir: str | None = None,
+        stop_grace: float = 10.0,
+        preload: Sequence[str] = (),
+    ):
+        """``preload``: DAG files each child imports as it starts, while the worker claims
+        its first work (a run's driver knows its DAG's file), so the first attempt does
+        not wait for the import."""
         self.size = size
         self.log_dir = log_dir
         self.stop_grace = stop_grace
+        self.preload = preload
         self.children: list[Child] = []
         self._returned: list[Job] = []
         self._top_up()
@@ -390,7 +405,7 @@ class Pool:
         processes left) is logged and tried again at the next collect."""
         while len(self.children) < self.size:
             try:
-                self.children.append(Child())
+                self.children.append(Child(self.preload))
             except OSError as exc:
                 log.warning("cannot start a worker child, will try again: %s", exc)
                 return

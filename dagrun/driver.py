@@ -77,6 +77,7 @@ class RunDriver:
         self.options = worker_options or WorkerOptions()
         if workers:
             self.options.concurrency = workers
+        self.options.preload = (spec.fileloc,)
         self.watch_interval = watch_interval
         self.specs = registry.SpecCache()
         self.worker = Worker(

@@ -135,6 +135,18 @@ class DagCache:
             note("WARNING", f"{fileloc} fails ({one_line(exc)}); running its last good version")
             return find(self._last_good(fileloc, source))
 
+    def preload(self, fileloc: str) -> None:
+        """Import a DAG file before any attempt needs it, as an attempt would (``isolated``),
+        its output discarded; a file that fails is left to the attempt to report."""
+        with (
+            open(os.devnull, "w") as sink,
+            contextlib.redirect_stdout(sink),
+            contextlib.redirect_stderr(sink),
+            contextlib.suppress(Exception),
+            isolated(fileloc),
+        ):
+            self._dags(fileloc)
+
     def _dags(self, fileloc: str) -> dict[str, DAG]:
         st = os.stat(fileloc)
         key = (st.st_mtime_ns, st.st_size)

@@ -96,6 +96,8 @@ class WorkerOptions:
     stop_grace: float = 10.0
     #: How long one event's callbacks may run before they are killed.
     callback_timeout: float = float(os.environ.get("DAGRUN_CALLBACK_TIMEOUT", "30"))
+    #: DAG files the worker's children import as they start (see ``children.Pool``).
+    preload: tuple[str, ...] = ()
 
 
 class Worker:
@@ -195,7 +197,8 @@ class Worker:
         # sight, full collections stay cheap in the busy loop, and forked children share
         # those pages instead of copying them when the collector touches them.
         gc.freeze()
-        pool = Pool(self.options.concurrency, str(self.options.log_dir), self.options.stop_grace)
+        options = self.options
+        pool = Pool(options.concurrency, str(options.log_dir), options.stop_grace, options.preload)
         self._listen()
         self.leases.start()
         log.info("worker %s started with %d child processes", self.owner, pool.size)

@@ -18,7 +18,7 @@ import pytest
 from dagrun import logfiles
 from dagrun.children import Child, Job, Pool, batch, read_frames
 from dagrun.states import AttemptOutcome
-from tests.helpers import attempt_request, write_dag
+from tests.helpers import attempt_request, wait_until, write_dag
 
 
 def framed(message: object) -> bytes:
@@ -224,5 +224,59 @@ def test_a_child_that_died_before_new_work_reached_it_keeps_its_finished_results
         assert results[1].outcome == AttemptOutcome.CRASHED, results[1]
         assert "exited with code 3" in results[1].error
         assert [j.payload for j in pool.returned()] == [2]
+    finally:
+        pool.close()
+
+
+IMPORTS_NOTED = """
+    import os
+    from pathlib import Path
+
+    from dagrun import DAG, task
+
+    with open(Path(__file__).with_suffix(".imports"), "a") as imports:
+        imports.write(f"{os.getpid()}\\n")
+    print("imported")
+
+    with DAG("noted", schedule=None):
+        @task
+        def pid():
+            return os.getpid()
+
+        pid()
+"""
+
+
+def test_children_import_the_preloaded_file_as_they_start_and_only_then(dags_dir, tmp_path):
+    """A driver's children import its DAG file before any attempt reaches them; the
+    attempt then finds it imported (one import per child), and the import's output goes
+    nowhere (no attempt's log)."""
+    path = write_dag(dags_dir, "noted.py", IMPORTS_NOTED)
+    imports = path.with_suffix(".imports")
+    pool = Pool(2, str(tmp_path / "logs"), preload=[str(path)])
+    try:
+        children = {c.process.pid for c in pool.children}
+        wait_until(lambda: imports.exists() and len(imports.read_text().split()) == 2)
+        assert set(map(int, imports.read_text().split())) == children
+        buffer = deque([Job(attempt_request(path, "pid", tmp_path / "logs", "noted"), None)])
+        pool.dispatch(buffer, 1)
+        ((_, result),) = wait_until(lambda: pool.collect(1.0), what="the attempt's end")
+        assert result.outcome == AttemptOutcome.SUCCESS and int(result.return_value) in children
+        assert len(imports.read_text().split()) == 2  # not imported again
+        log = logfiles.read(result.log.path, result.log.offset, result.log.length)[0]
+        assert "imported" not in log
+    finally:
+        pool.close()
+
+
+def test_a_preloaded_file_that_fails_leaves_its_error_to_the_attempt(dags_dir, tmp_path):
+    path = write_dag(dags_dir, "broken.py", "raise RuntimeError('not today')\n")
+    pool = Pool(1, str(tmp_path / "logs"), preload=[str(path)])
+    try:
+        buffer = deque([Job(attempt_request(path, "any", tmp_path / "logs", "broken"), None)])
+        pool.dispatch(buffer, 1)
+        ((_, result),) = wait_until(lambda: pool.collect(1.0), what="the attempt's end")
+        assert result.outcome == AttemptOutcome.FAILED and "not today" in result.error
+        assert pool.children[0].process.is_alive()
     finally:
         pool.close()
