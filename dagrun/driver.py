@@ -48,6 +48,15 @@ class DriveResult:
         return self.runs.get(RunState.FAILED.value, 0) > 0 or self.interrupted or bool(self.stuck)
 
 
+def _most_at_once(spec: DagSpec, run_pks: list[int]) -> int | None:
+    """How many attempts of these runs could ever run at once: every task of every run;
+    None when a task is mapped (its indexes are unknown until it expands). A one-task run
+    needs one child, not one per core."""
+    if spec.mapped_ids:
+        return None
+    return max(1, len(run_pks) * len(spec.tasks))
+
+
 class RunDriver:
     """Run ``run_pks`` (runs of ``spec``) to their end with an embedded worker."""
 
@@ -77,6 +86,9 @@ class RunDriver:
         self.options = worker_options or WorkerOptions()
         if workers:
             self.options.concurrency = workers
+        most = _most_at_once(spec, run_pks)
+        if most is not None:
+            self.options.concurrency = min(self.options.concurrency, most)
         self.options.preload = (spec.fileloc,)
         self.watch_interval = watch_interval
         self.specs = registry.SpecCache()

@@ -450,13 +450,18 @@ def _foreign_keys_back_on(conn: Connection) -> None:
 
 
 def _sqlite_begin(conn: Connection) -> None:
+    """Open SQLite's transaction: ``BEGIN IMMEDIATE`` for a writer. Run on the driver's
+    cursor (``sql``), as every statement of a group commit is: it begins every one."""
     options = conn.get_execution_options()
     if options.get("dagrun_schema"):  # see ``_migrate``; only before a transaction begins
         conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
-    if options.get("dagrun_write"):
-        conn.exec_driver_sql("BEGIN IMMEDIATE")
-    else:
-        conn.exec_driver_sql("BEGIN")
+    sql.execute(conn, _BEGIN_WRITE if options.get("dagrun_write") else _BEGIN_READ)
+
+
+_BEGIN_WRITE = sql.Statement(
+    "A writer's transaction: the write lock at once.", text("BEGIN IMMEDIATE")
+)
+_BEGIN_READ = sql.Statement("A reader's transaction.", text("BEGIN"))
 
 
 def dialect_insert(dialect: str, table):
