@@ -279,7 +279,8 @@ def test_a_batch_finds_its_rows_through_indexes(sqlite_store: Store, tmp_path):
     seen: list[tuple[str, tuple]] = []
 
     def record(statement, parameters, _seconds) -> None:
-        seen.append((statement, tuple(parameters)))
+        if not statement.startswith("BEGIN"):  # a transaction's start searches nothing
+            seen.append((statement, tuple(parameters)))
 
     batches = retention._batches(sqlite_store, CUTOFF, 3)
     first = next(batches)

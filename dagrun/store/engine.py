@@ -462,6 +462,7 @@ _BEGIN_WRITE = sql.Statement(
     "A writer's transaction: the write lock at once.", text("BEGIN IMMEDIATE")
 )
 _BEGIN_READ = sql.Statement("A reader's transaction.", text("BEGIN"))
+sql.name_all(globals(), prefix="engine.")
 
 
 def dialect_insert(dialect: str, table):

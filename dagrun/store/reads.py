@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from functools import reduce
 
-from sqlalchemy import Connection, Select, bindparam, func, literal_column, select, union_all
+from sqlalchemy import Connection, Select, func, literal_column, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
 from dagrun.spec import DagSpec, spec_from
@@ -23,7 +23,9 @@ from dagrun.states import ACTIVE_RUN_STATES, RunState, RunType, TaskState, merge
 from dagrun.store import sql
 from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt
 from dagrun.store.schema import task_instance as ti
-from dagrun.store.sql import Statement
+from dagrun.store.sql import Statement, name_all
+from dagrun.store.sql import bind as _b
+from dagrun.store.sql import bind_list as _many
 
 #: SQLite refuses compound SELECTs of more than 500 terms; stay well below.
 _UNION_CHUNK = 200
@@ -80,9 +82,14 @@ class DagRow:
     error: str | None = None
 
 
+_KNOWN_FILES = Statement(
+    "Every DAG file parsed: its hash, its DAGs, its error and the helpers it imports.",
+    select(*dag_file.c["path", "content_hash", "dag_ids", "error", "error_line", "depends_on"]),
+)
+
+
 def known_files(conn: Connection) -> dict[str, KnownFile]:
-    columns = dag_file.c["path", "content_hash", "dag_ids", "error", "error_line", "depends_on"]
-    rows = sql.rows(conn, select(*columns))
+    rows = sql.rows(conn, _KNOWN_FILES)
     return {
         r.path: KnownFile(
             r.path,
@@ -159,13 +166,17 @@ def active_dags(conn: Connection) -> list[DagRow]:
     return [_dag_row(r) for r in sql.rows(conn, stmt)]
 
 
+_DAG = Statement("One DAG, active or not.", _DAG_SELECT.where(dag.c.dag_id == _b("dag_id")))
+_ACTIVE_DAG = Statement(
+    "One DAG that its file still defines.",
+    _DAG_SELECT.where(dag.c.dag_id == _b("dag_id"), dag.c.is_active.is_(True)),
+)
+
+
 def get_dag(conn: Connection, dag_id: str, *, active: bool = True) -> DagRow:
     """One DAG; ``active=False`` also finds a DAG whose file no longer defines it (its runs
     outlive the file)."""
-    stmt = _DAG_SELECT.where(dag.c.dag_id == dag_id)
-    if active:
-        stmt = stmt.where(dag.c.is_active.is_(True))
-    row = sql.first(conn, stmt)
+    row = sql.first(conn, _ACTIVE_DAG if active else _DAG, {"b_dag_id": dag_id})
     if row is None:
         raise DagNotFound(dag_id)
     return _dag_row(row)
@@ -208,16 +219,27 @@ def _per_dag(
             yield from sql.tuples(conn, parts[0])
 
 
+_SPEC = Statement(
+    "A DAG's stored spec and its hash.",
+    select(dag.c.spec_hash, dag.c.spec).where(dag.c.dag_id == _b("dag_id")),
+)
+
+
 def load_spec(conn: Connection, dag_id: str) -> DagSpec:
     """The stored spec of a DAG, active or not (runs outlive the file that made them)."""
-    row = sql.first(conn, select(dag.c.spec_hash, dag.c.spec).where(dag.c.dag_id == dag_id))
+    row = sql.first(conn, _SPEC, {"b_dag_id": dag_id})
     if row is None:
         raise DagNotFound(dag_id)
     return spec_from(row.spec_hash, row.spec)
 
 
+_ACTIVE_DAG_IDS = Statement(
+    "The DAGs their files still define.", select(dag.c.dag_id).where(dag.c.is_active.is_(True))
+)
+
+
 def active_dag_ids(conn: Connection) -> list[str]:
-    return sql.scalars(conn, select(dag.c.dag_id).where(dag.c.is_active.is_(True)))
+    return sql.scalars(conn, _ACTIVE_DAG_IDS)
 
 
 # ---------------------------------------------------------------- runs
@@ -309,15 +331,16 @@ def run_by_date(conn: Connection, dag_id: str, logical_date: datetime) -> RunRow
     )
 
 
+_RUN_BY_PK = Statement("One run by its key.", _RUNS.where(dag_run.c.id == _b("pk")))
+
+
 def run_by_pk(conn: Connection, pk: int) -> RunRow:
-    return _run_rows(conn, _RUNS.where(dag_run.c.id == pk))[0]
+    return RunRow(*sql.tuples(conn, _RUN_BY_PK, {"b_pk": pk})[0])
 
 
 _RUN_IDS_IN_STATE = Statement(
     "The ids of the runs in one state, oldest logical date first.",
-    select(dag_run.c.id)
-    .where(dag_run.c.state == bindparam("b_state"))
-    .order_by(dag_run.c.logical_date),
+    select(dag_run.c.id).where(dag_run.c.state == _b("state")).order_by(dag_run.c.logical_date),
 )
 _UNFINISHED_RUN_IDS = Statement(
     "The ids of the runs not ended yet.",
@@ -343,12 +366,24 @@ def all_finished(conn: Connection, run_pks: list[int]) -> bool:
     return not set(run_pks) & set(sql.scalars(conn, _UNFINISHED_RUN_IDS))
 
 
+_RUN_STATE_COUNTS = Statement(
+    "How many of these runs are in each state.",
+    select(dag_run.c.state, func.count())
+    .where(dag_run.c.id.in_(_many("run_pks")))
+    .group_by(dag_run.c.state),
+)
+_TASK_STATE_COUNTS = Statement(
+    "How many task instances of these runs are in each state.",
+    select(ti.c.state, func.count()).where(ti.c.run_pk.in_(_many("run_pks"))).group_by(ti.c.state),
+)
+
+
 def run_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
-    return _counts(conn, dag_run.c.state, dag_run.c.id, run_pks)
+    return _counts(conn, _RUN_STATE_COUNTS, run_pks)
 
 
 def task_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
-    return _counts(conn, ti.c.state, ti.c.run_pk, run_pks)
+    return _counts(conn, _TASK_STATE_COUNTS, run_pks)
 
 
 #: Run pks per ``IN`` list of the counts: a backfill of 9,000 runs asks for its progress
@@ -356,19 +391,18 @@ def task_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
 _IN_CHUNK = 500
 
 
-def _counts(conn: Connection, column, run_pk, run_pks: list[int]) -> Counter:
-    """States of ``column`` counted over some runs, ``_IN_CHUNK`` runs a statement."""
+def _counts(conn: Connection, statement: Statement, run_pks: list[int]) -> Counter:
+    """States counted over some runs, ``_IN_CHUNK`` runs a statement."""
     found: Counter = Counter()
     for start in range(0, len(run_pks), _IN_CHUNK):
         chunk = run_pks[start : start + _IN_CHUNK]
-        stmt = select(column, func.count()).where(run_pk.in_(chunk)).group_by(column)
-        found.update(dict(sql.tuples(conn, stmt)))
+        found.update(dict(sql.tuples(conn, statement, {"b_run_pks": chunk})))
     return found
 
 
 _PENDING_TASK = Statement(
     "One task instance of a DAG that is queued, running or waiting for a retry or a poke, if any.",
-    select(ti.c.id).where(ti.c.dag_id == bindparam("b_dag_id"), ti.c.state.in_(_PENDING)).limit(1),
+    select(ti.c.id).where(ti.c.dag_id == _b("dag_id"), ti.c.state.in_(_PENDING)).limit(1),
 )
 
 
@@ -443,6 +477,10 @@ class TaskRow:
 
 
 _TASKS = select(*_columns(ti, TaskRow))
+_TASKS_OF_RUNS = Statement(
+    "The task instances of these runs, by run and in the order they were made.",
+    _TASKS.where(ti.c.run_pk.in_(_many("run_pks"))).order_by(ti.c.run_pk, ti.c.id),
+)
 
 
 def task_instances(
@@ -453,8 +491,7 @@ def task_instances(
     indexes together and in order."""
     if not run_pks:
         return []
-    stmt = _TASKS.where(ti.c.run_pk.in_(run_pks)).order_by(ti.c.run_pk, ti.c.id)
-    rows = [TaskRow(*r) for r in sql.tuples(conn, stmt)]
+    rows = [TaskRow(*r) for r in sql.tuples(conn, _TASKS_OF_RUNS, {"b_run_pks": run_pks})]
     position = {task_id: i for i, task_id in enumerate(order)}
     first: dict[tuple[int, str], int] = {}
     for r in rows:
@@ -748,3 +785,6 @@ def pool_rows(conn: Connection) -> list[PoolRow]:
         )
         for name in sorted(created.keys() | named)
     ]
+
+
+STATEMENTS = name_all(globals(), prefix="reads.")

@@ -65,9 +65,9 @@ def bind_list(name: str) -> sqlalchemy.BindParameter:
 
 
 class Statement:
-    """A named statement of the catalogue: what it does, and its SQL (an expression, or a
-    function of the dialect's name for the few spelled per dialect, like ``ON CONFLICT``).
-    ``name`` is set by the module that declares it (``statements.name_all``)."""
+    """A named statement: what it does, and its SQL (an expression, or a function of the
+    dialect's name: for the few spelled per dialect, like ``ON CONFLICT``, and for those
+    built on first use). ``name`` is set by the module that declares it (``name_all``)."""
 
     def __init__(self, purpose: str, sql: ClauseElement | Callable[[str], ClauseElement]):
         self.name = ""
@@ -96,6 +96,17 @@ class Statement:
 
     def __repr__(self) -> str:
         return f"<Statement {self.name}: {self.purpose}>"
+
+
+def name_all(namespace: dict[str, Any], prefix: str = "") -> dict[str, Statement]:
+    """Name every statement of a module after its constant (``prefix`` + lower case), the
+    name its rendering is kept under (``rendered``); the module's statements by name."""
+    found = {}
+    for constant, value in namespace.items():
+        if isinstance(value, Statement):
+            value.name = prefix + constant.lower()
+            found[value.name] = value
+    return found
 
 
 class Layout(NamedTuple):

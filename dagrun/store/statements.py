@@ -69,7 +69,7 @@ from dagrun.store.schema import (
     task_instance,
     variable,
 )
-from dagrun.store.sql import Statement
+from dagrun.store.sql import Statement, name_all
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
 
@@ -510,7 +510,9 @@ INSERT_AUDIT = Statement(
 def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
     """queued -> running for up to ``b_limit`` rows, highest priority first: leased to
     ``b_owner`` until ``b_until``, try + 1, fence + 1; ``scoped``: of the runs ``b_run_pks``
-    only; ``capped``: of the DAG ``b_dag_id``'s capped task instances (else uncapped ones)."""
+    only; ``capped``: of the DAG ``b_dag_id``'s capped task instances (else uncapped ones).
+    Built when first rendered (``lambda _: _claim(...)``): building one costs about a
+    millisecond, and a process uses few of the eight."""
     in_pool = ti.c.pool == _b("pool") if pooled else ti.c.pool.is_(None)
     in_cap = (
         and_(ti.c.capped.is_(True), ti.c.dag_id == _b("dag_id"))
@@ -552,35 +554,35 @@ def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
 
 CLAIM = Statement(
     "queued -> running for tasks outside pools: leased, try + 1, fence + 1, priority first.",
-    _claim(pooled=False),
+    lambda _: _claim(pooled=False),
 )
 CLAIM_IN_POOL = Statement(
     "queued -> running for one pool's tasks, as many as its free slots (see pools.py).",
-    _claim(pooled=True),
+    lambda _: _claim(pooled=True),
 )
 CLAIM_IN_RUNS = Statement(
     "CLAIM for the tasks of some runs only (`dagrun run` and backfill run their own runs).",
-    _claim(pooled=False, scoped=True),
+    lambda _: _claim(pooled=False, scoped=True),
 )
 CLAIM_IN_POOL_IN_RUNS = Statement(
     "CLAIM_IN_POOL for the tasks of some runs only.",
-    _claim(pooled=True, scoped=True),
+    lambda _: _claim(pooled=True, scoped=True),
 )
 CLAIM_CAPPED = Statement(
     "CLAIM for one DAG's capped tasks outside pools, within its max_active_tasks.",
-    _claim(pooled=False, capped=True),
+    lambda _: _claim(pooled=False, capped=True),
 )
 CLAIM_CAPPED_IN_POOL = Statement(
     "CLAIM for one DAG's capped tasks of one pool, within both limits.",
-    _claim(pooled=True, capped=True),
+    lambda _: _claim(pooled=True, capped=True),
 )
 CLAIM_CAPPED_IN_RUNS = Statement(
     "CLAIM_CAPPED for the tasks of some runs only.",
-    _claim(pooled=False, scoped=True, capped=True),
+    lambda _: _claim(pooled=False, scoped=True, capped=True),
 )
 CLAIM_CAPPED_IN_POOL_IN_RUNS = Statement(
     "CLAIM_CAPPED_IN_POOL for the tasks of some runs only.",
-    _claim(pooled=True, scoped=True, capped=True),
+    lambda _: _claim(pooled=True, scoped=True, capped=True),
 )
 INSERT_ATTEMPT = Statement(
     "Open an attempt in the history: who runs which try under which fence, since when.",
@@ -961,11 +963,11 @@ def _claim_callbacks(scoped: bool):
 CLAIM_CALLBACKS = Statement(
     "pending -> running for outbox rows: leased for their time limit and a margin, never "
     "extended (a callback whose worker is lost is ended, not run again).",
-    _claim_callbacks(scoped=False),
+    lambda _: _claim_callbacks(scoped=False),
 )
 CLAIM_CALLBACKS_IN_RUNS = Statement(
     "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
-    _claim_callbacks(scoped=True),
+    lambda _: _claim_callbacks(scoped=True),
 )
 _HELD_CALLBACK = and_(
     callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
@@ -1136,14 +1138,4 @@ RUN_FOR_DATE = Statement(
 )
 
 
-def name_all() -> dict[str, Statement]:
-    """Name every statement after its constant; the catalogue by name."""
-    found = {}
-    for constant, value in globals().items():
-        if isinstance(value, Statement):
-            value.name = constant.lower()
-            found[value.name] = value
-    return found
-
-
-CATALOGUE = name_all()
+CATALOGUE = name_all(globals())
