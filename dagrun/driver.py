@@ -121,7 +121,7 @@ class RunDriver:
         result.seconds = time.monotonic() - started
         result.worker = stats
         result.stuck = self._stuck
-        result.interrupted = not (self._finished or self._stuck)
+        result.interrupted = not (self._stuck or self._done_in_store())
         return result
 
     def stop(self) -> None:
@@ -162,6 +162,17 @@ class RunDriver:
         if not self._unfinished and self._all_done(conn):
             self._finished = True
             self.worker.stop()
+
+    def _done_in_store(self) -> bool:
+        """Whether the store says every run is done, read once the worker has stopped: the
+        commit hook and the watcher decide to stop from inside transactions that may not
+        have committed yet (a watcher's look can read just before the last commit lands, and
+        a commit can fail in an outage), so neither decides what the command reports."""
+        try:
+            with self.store.read() as conn:
+                return self._all_done(conn)
+        except StoreError:
+            return False
 
     def _all_done(self, conn: Connection) -> bool:
         """Every run ended, and every callback event of them delivered (or failed)."""
