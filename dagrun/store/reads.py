@@ -15,7 +15,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from functools import reduce
 
-from sqlalchemy import Connection, Select, func, literal_column, select, union_all
+from sqlalchemy import BindParameter, Connection, Select, func, literal_column, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
 from dagrun.spec import DagSpec, spec_from
@@ -190,33 +190,48 @@ def latest_runs(conn: Connection, dag_ids: list[str]) -> dict[str, datetime]:
     SQLite uses that partial index): a ``max()`` grouped by DAG read every run of the DAG,
     28 ms at 100,000 runs on each grid page and DAG list.
     """
+    return dict(_per_dag(conn, _latest_run, dag_ids))
+
+
+def _latest_run(dag_id: BindParameter) -> Select:
     scheduled = dag_run.c.run_type != literal_column(f"'{RunType.MANUAL.value}'")
-    return dict(
-        _per_dag(
-            conn,
-            dag_ids,
-            lambda dag_id: (
-                select(dag_run.c.dag_id, dag_run.c.logical_date)
-                .where(dag_run.c.dag_id == dag_id, scheduled)
-                .order_by(dag_run.c.logical_date.desc())
-                .limit(1)
-            ),
-        )
+    return (
+        select(dag_run.c.dag_id, dag_run.c.logical_date)
+        .where(dag_run.c.dag_id == dag_id, scheduled)
+        .order_by(dag_run.c.logical_date.desc())
+        .limit(1)
     )
 
 
 def _per_dag(
-    conn: Connection, dag_ids: list[str], part: Callable[[str], Select]
+    conn: Connection,
+    part: Callable[[BindParameter], Select],
+    dag_ids: list[str],
+    params: dict | None = None,
 ) -> Iterator[tuple]:
-    """The rows of ``part(dag_id)`` for every DAG, as a UNION ALL of one statement per
-    200 DAGs: each part reads only its own rows through an index, where a window function
-    or a GROUP BY would read every run."""
+    """The rows of ``part`` for every DAG, as a UNION ALL of one statement per 200 DAGs:
+    each part reads only its own rows through an index, where a window function or a
+    GROUP BY would read every run. The DAG ids are bound, so the statement for n DAGs is
+    rendered once (``_union``), not at every page."""
     for start in range(0, len(dag_ids), _UNION_CHUNK):
-        parts = [part(d) for d in dag_ids[start : start + _UNION_CHUNK]]
-        if len(parts) > 1:
-            parts = [union_all(*(p.subquery().select() for p in parts))]
-        if parts:
-            yield from sql.tuples(conn, parts[0])
+        chunk = dag_ids[start : start + _UNION_CHUNK]
+        bound = {f"b_dag_{i}": dag_id for i, dag_id in enumerate(chunk)}
+        yield from sql.tuples(conn, _union(part, len(chunk)), {**bound, **(params or {})})
+
+
+_UNIONS: dict[tuple[Callable, int], Statement] = {}
+
+
+def _union(part: Callable[[BindParameter], Select], count: int) -> Statement:
+    """``part`` for ``count`` DAGs (``b_dag_0`` ...) as one statement, named for its
+    rendering to be kept (``rendered``)."""
+    found = _UNIONS.get((part, count))
+    if found is None:
+        parts = [part(_b(f"dag_{i}")) for i in range(count)]
+        union = parts[0] if count == 1 else union_all(*(p.subquery().select() for p in parts))
+        found = _UNIONS[part, count] = Statement(f"{part.__name__} of {count} DAGs.", union)
+        found.name = f"reads.{part.__name__.strip('_')}.{count}"
+    return found
 
 
 _SPEC = Statement(
@@ -424,21 +439,17 @@ def recent_runs(conn: Connection, dag_ids: list[str], per_dag: int) -> dict[str,
     """The newest ``per_dag`` runs of each DAG (oldest first): per DAG, ``ORDER BY
     logical_date DESC LIMIT n`` through the (dag_id, logical_date) key."""
     found: dict[str, list[RunRow]] = {d: [] for d in dag_ids}
-    rows = _per_dag(
-        conn,
-        dag_ids,
-        lambda dag_id: (
-            _RUNS.where(dag_run.c.dag_id == dag_id)
-            .order_by(dag_run.c.logical_date.desc())
-            .limit(per_dag)
-        ),
-    )
-    for row in rows:
+    for row in _per_dag(conn, _recent_runs, dag_ids, {"b_per_dag": per_dag}):
         run = RunRow(*row)
         found[run.dag_id].append(run)
     for found_runs in found.values():
         found_runs.sort(key=lambda r: r.logical_date)
     return found
+
+
+def _recent_runs(dag_id: BindParameter) -> Select:
+    newest = _RUNS.where(dag_run.c.dag_id == dag_id).order_by(dag_run.c.logical_date.desc())
+    return newest.limit(_b("per_dag"))
 
 
 def run_page(
