@@ -5,6 +5,7 @@ lease, finished, released, and ended (never run again) when their worker is lost
 from __future__ import annotations
 
 import dataclasses
+import re
 from datetime import timedelta
 
 from sqlalchemy import select
@@ -12,7 +13,7 @@ from sqlalchemy import select
 from dagrun.logfiles import LogRange
 from dagrun.spec import DagSpec
 from dagrun.states import AttemptOutcome, CallbackEvent, CallbackState, RunType
-from dagrun.store import Store, callbacks, manual, reads, runs, upkeep
+from dagrun.store import Store, callbacks, manual, reads, runs, sql, upkeep
 from dagrun.store.schema import callback
 from tests.test_store import (
     OWNER,
@@ -165,6 +166,32 @@ def test_a_scoped_claim_takes_only_its_runs_events(store: Store):
     wanted = rows(store)[1].run_pk
     assert [c.run_pk for c in take(store, run_pks=[wanted])] == [wanted]
     assert take(store, run_pks=[]) == []
+
+
+def test_a_scoped_claim_names_its_runs_a_chunk_at_a_time(store: Store, monkeypatch):
+    """A backfill scopes its claims to thousands of runs: each statement names at most
+    ``sql.IN_CHUNK`` of them, and the events of runs past the first chunk are found."""
+    monkeypatch.setattr(sql, "IN_CHUNK", 2)
+    pending(store, 5)
+    run_pks = [r.run_pk for r in rows(store)]
+    sizes = []
+
+    def record(text: str, args, _seconds) -> None:
+        if "callback.run_pk IN" in text:  # the scoped claim and the outstanding check
+            named = text.count("%(b_run_pks_")  # PostgreSQL's placeholders
+            listed = re.search(r"callback\.run_pk IN \(([?, ]*)\)", text)
+            sizes.append(named or listed.group(1).count("?"))
+
+    with sql.observed(record):
+        with store.read() as conn:
+            assert callbacks.outstanding(conn, [999, 998, run_pks[-1]])
+        taken = take(store, limit=4, run_pks=run_pks)
+    assert sorted(c.run_pk for c in taken) == sorted(run_pks)[:4]
+    assert [c.run_pk for c in take(store, run_pks=run_pks)] == sorted(run_pks)[4:]
+    assert sizes and max(sizes) == 2
+    with store.read() as conn:
+        assert callbacks.outstanding(conn, run_pks)  # running ones count too
+        assert not callbacks.outstanding(conn, [999, 998, 997])
 
 
 def test_finish_records_how_it_ended_for_the_holder_only(store: Store):

@@ -180,19 +180,23 @@ def claim(
     run_pks: Iterable[int] | None = None,
 ) -> list[CallbackClaim]:
     """Take up to ``limit`` pending callbacks, oldest first, leased to ``owner`` for
-    ``hold_seconds``; ``run_pks`` limits them to those runs' events."""
+    ``hold_seconds``; ``run_pks`` limits them to those runs' events (``sql.IN_CHUNK`` runs
+    a statement, oldest first within each: a backfill's thousands of runs would otherwise
+    make one statement that stays prepared, megabytes big)."""
     scoped = run_pks is not None
     run_pks = sorted(run_pks or ())
     if limit <= 0 or (scoped and not run_pks):
         return []
-    params = {
-        "b_owner": owner,
-        "b_until": now + timedelta(seconds=hold_seconds),
-        "b_limit": limit,
-    }
-    if scoped:
-        params["b_run_pks"] = run_pks
-    rows = sql.rows(conn, q.CLAIM_CALLBACKS_IN_RUNS if scoped else q.CLAIM_CALLBACKS, params)
+    params = {"b_owner": owner, "b_until": now + timedelta(seconds=hold_seconds)}
+    if not scoped:
+        rows = sql.rows(conn, q.CLAIM_CALLBACKS, {**params, "b_limit": limit})
+    else:
+        rows = []
+        for chunk in sql.chunks(run_pks):
+            more = {**params, "b_limit": limit - len(rows), "b_run_pks": chunk}
+            rows += sql.rows(conn, q.CLAIM_CALLBACKS_IN_RUNS, more)
+            if len(rows) >= limit:
+                break
     if not rows:
         return []
     wanted = sorted({r.run_pk for r in rows})
@@ -270,8 +274,10 @@ def end_lost(conn: Connection, now: datetime, gone: Iterable[str] = ()) -> list[
 
 def outstanding(conn: Connection, run_pks: Iterable[int]) -> bool:
     """Whether a callback of these runs is still pending or running."""
-    run_pks = sorted(run_pks)
-    return bool(run_pks) and bool(sql.tuples(conn, q.OUTSTANDING_CALLBACKS, {"b_run_pks": run_pks}))
+    return any(
+        sql.tuples(conn, q.OUTSTANDING_CALLBACKS, {"b_run_pks": chunk})
+        for chunk in sql.chunks(sorted(run_pks))
+    )
 
 
 def of_attempt(conn: Connection, ti_id: int, fence_token: int) -> list[Any]:

@@ -401,16 +401,11 @@ def task_state_counts(conn: Connection, run_pks: list[int]) -> Counter:
     return _counts(conn, _TASK_STATE_COUNTS, run_pks)
 
 
-#: Run pks per ``IN`` list of the counts: a backfill of 9,000 runs asks for its progress
-#: every second, and one statement with 9,000 parameters stayed prepared, megabytes big.
-_IN_CHUNK = 500
-
-
 def _counts(conn: Connection, statement: Statement, run_pks: list[int]) -> Counter:
-    """States counted over some runs, ``_IN_CHUNK`` runs a statement."""
+    """States counted over some runs, ``sql.IN_CHUNK`` runs a statement (a backfill of
+    9,000 runs asks for its progress every second)."""
     found: Counter = Counter()
-    for start in range(0, len(run_pks), _IN_CHUNK):
-        chunk = run_pks[start : start + _IN_CHUNK]
+    for chunk in sql.chunks(run_pks):
         found.update(dict(sql.tuples(conn, statement, {"b_run_pks": chunk})))
     return found
 

@@ -54,6 +54,18 @@ def observed(observer: Callable[[str, Any, float], None]) -> Iterator[None]:
         _observers.remove(observer)
 
 
+#: Items per ``IN`` list where a caller may hold thousands (a backfill's runs): one
+#: statement with 9,000 parameters stayed prepared in its connection, megabytes big.
+IN_CHUNK = 500
+
+
+def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
+    """``items`` in slices of at most ``IN_CHUNK``, for ``IN`` lists of a bounded length."""
+    size = IN_CHUNK
+    for start in range(0, len(items), size):
+        yield items[start : start + size]
+
+
 def bind(name: str, **kwargs) -> sqlalchemy.BindParameter:
     """A bind parameter ``b_<name>``: every statement names its parameters so."""
     return sqlalchemy.bindparam(f"b_{name}", **kwargs)
