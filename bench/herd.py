@@ -36,6 +36,7 @@ from bench.worker_scale import (
     audit,
     pg_base_url,
     pg_schema,
+    pg_unavailable,
     start_workers,
     stop_workers,
     wait_for_none,
@@ -300,11 +301,8 @@ def w4h(ctx: Context) -> dict:
     runs = TINY_RUNS if ctx.tiny else FULL_RUNS
     counts = (1, 2) if ctx.tiny else (1, 2, 4)
     base = pg_base_url()
-    try:
-        with pg_schema(base):
-            pass
-    except Exception as exc:
-        return {"title": "herd on PostgreSQL", "status": f"not available: {exc}"}
+    if problem := pg_unavailable(base):
+        return {"title": "herd on PostgreSQL", "status": problem}
     by_count = {str(n): drain(ctx, base, n, runs) for n in counts}
     best = max(by_count.values(), key=lambda e: e["tasks_per_s"])
     w4 = ctx.results.get("W4", {})

@@ -165,14 +165,11 @@ def w1xl_sqlite(ctx: Context, small_days: int, days: int) -> dict:
 
 
 def w1xl_postgres(ctx: Context, small_days: int, days: int) -> dict:
-    from bench.worker_scale import pg_base_url, pg_schema
+    from bench.worker_scale import pg_base_url, pg_schema, pg_unavailable
 
     base = pg_base_url()
-    try:
-        with pg_schema(base):
-            pass
-    except Exception as exc:
-        return {"status": f"not available: {str(exc).splitlines()[0]}"}
+    if problem := pg_unavailable(base):
+        return {"status": problem}
     sizes = {}
     for label, n in (("small", small_days), ("large", days)):
         folder = ctx.folder(f"W1XL-pg-{label}")

@@ -32,6 +32,15 @@ def pg_base_url() -> str:
     return os.environ.get("BENCH_PG_URL") or os.environ.get("DAGRUN_TEST_PG_URL") or DEFAULT_PG_URL
 
 
+def pg_unavailable(base: str) -> str | None:
+    """Why PostgreSQL cannot be measured at ``base`` (one line), or None when it can."""
+    try:
+        with pg_schema(base):
+            return None
+    except Exception as exc:
+        return f"not available: {str(exc).splitlines()[0]}"
+
+
 @contextmanager
 def pg_schema(base: str):
     """A schema of its own for one measurement; its URL, and the schema dropped after."""
@@ -287,11 +296,8 @@ def w4(ctx: Context) -> dict:
     counts = (1, 2) if ctx.tiny else (1, 2, 4)
     tasks = runs * WIDTH
     base = pg_base_url()
-    try:
-        with pg_schema(base):
-            pass
-    except Exception as exc:
-        return {"title": "PostgreSQL workers", "status": f"not available: {exc}"}
+    if problem := pg_unavailable(base):
+        return {"title": "PostgreSQL workers", "status": problem}
     by_count: dict[str, dict] = {}
     samples: dict[int, list[dict]] = {n: [] for n in counts}
     floors, inner, floor_cpu = [], [], []

@@ -242,11 +242,7 @@ class Store:
 
 def _create_statements(dialect) -> list[str]:
     """The new schema's DDL, as an earlier process rendered it (``rendered``) or now."""
-    found = rendered.get(dialect.name, _SCHEMA_DDL)
-    if found is None:
-        found = schema.create_statements(dialect)
-        rendered.put(dialect.name, _SCHEMA_DDL, found)
-    return found
+    return rendered.kept(dialect.name, _SCHEMA_DDL, lambda: schema.create_statements(dialect))
 
 
 _SCHEMA_DDL = f"schema version {schema.SCHEMA_VERSION}"

@@ -22,6 +22,7 @@ import os
 import pickle
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +62,16 @@ def get(dialect: str, name: str) -> Any:
     if known is None:
         known = _known[dialect] = _read(_path(dialect))
     return known.get(name)
+
+
+def kept(dialect: str, name: str, render: Callable[[], Any]) -> Any:
+    """What was rendered under ``name`` for ``dialect``, by this process or an earlier one;
+    else ``render()``, kept for later ones."""
+    found = get(dialect, name)
+    if found is None:
+        found = render()
+        put(dialect, name, found)
+    return found
 
 
 def put(dialect: str, name: str, value: Any) -> None:

@@ -299,7 +299,8 @@ def advance_runs(
         return {}
     locked = dict(sql.tuples(conn, q.LOCK_RUNS, {"b_run_pks": pks}))
     running = [pk for pk in pks if locked.get(pk) == RunState.RUNNING.value]
-    decided = _decide_after(conn, runs, {pk: ended[pk] for pk in running if pk in (ended or {})})
+    ended = ended or {}
+    decided = _decide_after(conn, runs, {pk: ended[pk] for pk in running if pk in ended})
     rest = [pk for pk in running if pk not in decided]
     states = _task_states(conn, rest)
     for pk in rest:
@@ -338,20 +339,13 @@ def _decide_after(
         for t in (*ids, *runs[pk].choice_ids, *_upstream(runs[pk], ids))
     }
     states = _task_states(conn, sorted(candidates), sorted(needed))
-    decided, idle = {}, []
-    for pk, ids in candidates.items():
-        d = _decide(conn, runs[pk], pk, states[pk], only=ids)
-        if d.upstream_failed or d.skip:
-            continue
-        decided[pk] = d
-        if not d.queue:
-            idle.append(pk)
-    if idle:
-        busy = set(sql.scalars(conn, q.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle}))
-        for pk in idle:
-            if pk not in busy:
-                del decided[pk]
-    return decided
+    decided = {
+        pk: _decide(conn, runs[pk], pk, states[pk], only=ids) for pk, ids in candidates.items()
+    }
+    decided = {pk: d for pk, d in decided.items() if not (d.upstream_failed or d.skip)}
+    idle = [pk for pk, d in decided.items() if not d.queue]
+    busy = set(sql.scalars(conn, q.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle})) if idle else set()
+    return {pk: d for pk, d in decided.items() if d.queue or pk in busy}
 
 
 def _downstream(spec: DagSpec, task_ids: Iterable[str]) -> set[str]:

@@ -100,10 +100,9 @@ class Statement:
         """As an earlier process rendered it (``rendered``), else compiled now and kept."""
         if not self.name:
             return Prepared.compile(self.expression(dialect.name), dialect)
-        layout = rendered.get(dialect.name, self.name)
-        if layout is None:
-            layout = Layout.of(self.expression(dialect.name), dialect)
-            rendered.put(dialect.name, self.name, layout)
+        layout = rendered.kept(
+            dialect.name, self.name, lambda: Layout.of(self.expression(dialect.name), dialect)
+        )
         return Prepared(layout, dialect)
 
     def __repr__(self) -> str:
