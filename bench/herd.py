@@ -83,10 +83,10 @@ def with_app_name(url: str, name: str) -> str:
 
 def fill(url: str, dags: Path, runs: int) -> float:
     """Create ``runs`` queued runs of the herd DAG as the scheduler would; seconds taken."""
+    from dagrun.runtime.dag_sync import sync_dags
     from dagrun.states import RunType
     from dagrun.store import Store, reads
     from dagrun.store import runs as store_runs
-    from dagrun.sync import sync_dags
 
     started = time.perf_counter()
     store = Store(url)

@@ -27,11 +27,11 @@ from urllib.parse import quote, unquote, urlsplit
 
 from sqlalchemy import func, insert, select
 
-from dagrun.instants import iso
-from dagrun.spec import DagSpec, TaskSpec
+from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.store import Store, registry, sql
 from dagrun.store.reads import Cell
 from dagrun.store.schema import dag_run, task_instance
+from dagrun.timing.instants import iso
 from dagrun.webapp import WebApp
 
 START = datetime(2000, 1, 1, tzinfo=UTC)

@@ -65,10 +65,10 @@ def fill_queue(url: str, dags: Path, dag_id: str, run_count: int) -> int:
     """Register the DAG and queue every root of ``run_count`` runs; the queued tasks."""
     from sqlalchemy import func, select
 
+    from dagrun.runtime.dag_sync import sync_dags
     from dagrun.states import RunType
     from dagrun.store import Store, reads, runs
     from dagrun.store.schema import task_instance
-    from dagrun.sync import sync_dags
 
     store = Store(url)
     try:

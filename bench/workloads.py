@@ -315,8 +315,8 @@ def w3(ctx: Context) -> dict:
 
 def time_unchanged_sync(folder: Path, tries: int = 3) -> float:
     """In-process ``sync_dags`` on a folder parsed before: the parse work a tick pays."""
+    from dagrun.runtime.dag_sync import sync_dags
     from dagrun.store import Store
-    from dagrun.sync import sync_dags
 
     store = Store(f"sqlite:///{folder / 'home' / 'dagrun.db'}")
     try:

@@ -2,8 +2,10 @@
 
 The authoring API is all a DAG file needs::
 
-    from dagrun import DAG, task, BashTask, Param, NonRetryableError, notify
+    from dagrun import DAG, task, BashTask, Param, NonRetryableError
 
+
+    from dagrun.runtime import notify
 Its names are imported on first use (PEP 562): a command such as ``dagrun dags list`` or a
 worker's parent never builds a DAG, so it does not pay for the authoring modules, while a DAG
 file's ``from dagrun import DAG`` works as if they were imported here.
@@ -15,31 +17,31 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dagrun import notify
-    from dagrun.assets import Asset
-    from dagrun.connections import Connection
-    from dagrun.dag import DAG, BashTask, PythonTask, task
+    from dagrun.authoring.assets import Asset
+    from dagrun.authoring.dag import DAG, BashTask, PythonTask, task
+    from dagrun.authoring.groups import TaskGroup, task_group
+    from dagrun.authoring.params import Param
     from dagrun.errors import NonRetryableError
-    from dagrun.groups import TaskGroup, task_group
-    from dagrun.params import Param
-    from dagrun.partitions import partition
-    from dagrun.variables import Variable
+    from dagrun.runtime import notify
+    from dagrun.runtime.connections import Connection
+    from dagrun.runtime.partitions import partition
+    from dagrun.runtime.variables import Variable
 
 #: Each public name and the module that defines it.
 _HOMES = {
-    "DAG": "dagrun.dag",
-    "Asset": "dagrun.assets",
-    "BashTask": "dagrun.dag",
-    "Connection": "dagrun.connections",
+    "DAG": "dagrun.authoring.dag",
+    "Asset": "dagrun.authoring.assets",
+    "BashTask": "dagrun.authoring.dag",
+    "Connection": "dagrun.runtime.connections",
     "NonRetryableError": "dagrun.errors",
-    "Param": "dagrun.params",
-    "PythonTask": "dagrun.dag",
-    "TaskGroup": "dagrun.groups",
-    "Variable": "dagrun.variables",
-    "notify": "dagrun.notify",
-    "partition": "dagrun.partitions",
-    "task": "dagrun.dag",
-    "task_group": "dagrun.groups",
+    "Param": "dagrun.authoring.params",
+    "PythonTask": "dagrun.authoring.dag",
+    "TaskGroup": "dagrun.authoring.groups",
+    "Variable": "dagrun.runtime.variables",
+    "notify": "dagrun.runtime.notify",
+    "partition": "dagrun.runtime.partitions",
+    "task": "dagrun.authoring.dag",
+    "task_group": "dagrun.authoring.groups",
 }
 
 __all__ = [
@@ -65,7 +67,7 @@ def __getattr__(name: str) -> Any:
     if home is None:
         raise AttributeError(f"module 'dagrun' has no attribute {name!r}")
     module = import_module(home)
-    value = module if home == f"dagrun.{name}" else getattr(module, name)
+    value = module if home.endswith(f".{name}") else getattr(module, name)
     globals()[name] = value
     return value
 

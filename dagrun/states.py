@@ -116,7 +116,7 @@ class CallbackState(StrEnum):
 
 class TriggerRule(StrEnum):
     """When a task may run given its upstream states, with Airflow's meanings; each is
-    stated as sets in ``dagrun.triggers._RULES``."""
+    stated as sets in ``dagrun.store.readiness._RULES``."""
 
     ALL_SUCCESS = "all_success"
     ALL_DONE = "all_done"

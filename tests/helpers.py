@@ -13,7 +13,7 @@ from pathlib import Path
 
 def bare_spec(*tasks, dag_id: str = "d"):
     """A DagSpec of these TaskSpecs and nothing else (unscheduled, UTC)."""
-    from dagrun.spec import DagSpec
+    from dagrun.parsing.spec import DagSpec
 
     return DagSpec(
         dag_id=dag_id,
@@ -30,7 +30,7 @@ def bare_spec(*tasks, dag_id: str = "d"):
 
 def task_context(db_url: str, when):
     """A task context on the store at ``db_url`` (what an attempt's helpers reach it by)."""
-    from dagrun.context import make_context
+    from dagrun.runtime.context import make_context
 
     return make_context(
         dag_id="d",
@@ -118,11 +118,11 @@ def run_once(
 
     Returns (run row, {task_id: task row}). Attempts still run in real child processes.
     """
-    from dagrun.driver import RunDriver
+    from dagrun.runtime.dag_sync import sync_dags
+    from dagrun.runtime.driver import RunDriver
+    from dagrun.runtime.worker import WorkerOptions
     from dagrun.store import reads, runs
-    from dagrun.sync import sync_dags
-    from dagrun.timetable import DataInterval
-    from dagrun.worker import WorkerOptions
+    from dagrun.timing.timetable import DataInterval
 
     sync_dags(store, str(dags_dir))
     with store.read() as conn:
@@ -142,9 +142,9 @@ def run_once(
 
 def queue_run(store, dags_dir: Path, dag_id: str, run_id: str = "queued-run") -> int:
     """Sync the dags folder and create, admit and start one manual run: its roots are queued."""
+    from dagrun.runtime.dag_sync import sync_dags
     from dagrun.store import reads, runs
-    from dagrun.sync import sync_dags
-    from dagrun.timetable import DataInterval
+    from dagrun.timing.timetable import DataInterval
 
     sync_dags(store, str(dags_dir))
     with store.write() as conn:
@@ -223,7 +223,7 @@ def attempt_request(path: Path, task_id: str, log_dir: Path | None, dag_id: str,
     ``path`` (a daily interval from 2026-01-05 unless ``logical_date`` says otherwise)."""
     from datetime import UTC, datetime, timedelta
 
-    from dagrun.runner import AttemptRequest
+    from dagrun.runtime.runner import AttemptRequest
 
     start = fields.setdefault("logical_date", datetime(2026, 1, 5, tzinfo=UTC))
     return AttemptRequest(

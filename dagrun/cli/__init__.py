@@ -21,12 +21,12 @@ EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 #: ``dagrun dags list`` does not pay for the worker, the runner or the web page.
 COMMAND_MODULES = {
     "dags": "dags",
-    "backfill": "runs",
-    "run": "runs",
-    "runs": "operate",
-    "trigger": "operate",
-    "audit": "operate",
-    "clear": "runs",
+    "backfill": "backfill",
+    "run": "backfill",
+    "runs": "runs",
+    "trigger": "runs",
+    "audit": "runs",
+    "clear": "backfill",
     "test": "tasks",
     "tasks": "tasks",
     "logs": "tasks",
@@ -57,7 +57,7 @@ class LazyGroup(click.Group):
         if module is None:
             return None
         if name in PARSING_COMMANDS:
-            from dagrun import parser
+            from dagrun.parsing import parser
 
             parser.prefork(ctx.params.get("dags_folder") or "dags")
         loaded = importlib.import_module(f"dagrun.cli.{module}")

@@ -16,15 +16,15 @@ from zoneinfo import ZoneInfo
 import click
 
 from dagrun.errors import UsageError
-from dagrun.instants import parse_cli_instant, parse_cli_range
+from dagrun.timing.instants import parse_cli_instant, parse_cli_range
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
 
-    from dagrun.spec import DagSpec
+    from dagrun.parsing.spec import DagSpec
+    from dagrun.runtime.dag_sync import SyncReport
     from dagrun.store import Store
     from dagrun.store.reads import RunRow
-    from dagrun.sync import SyncReport
 
 
 class App:
@@ -62,14 +62,14 @@ class App:
 
     @property
     def folder(self) -> str:
-        from dagrun.sync import dags_folder
+        from dagrun.runtime.dag_sync import dags_folder
 
         return dags_folder(self.dags_folder)
 
     def sync(self) -> SyncReport:
         """Bring the registry up to date with the dags folder (changed files only)."""
         if self._synced is None:
-            from dagrun.sync import sync_dags
+            from dagrun.runtime.dag_sync import sync_dags
 
             self._synced = sync_dags(self.store, self.folder)
         return self._synced

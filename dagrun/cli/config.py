@@ -16,15 +16,15 @@ import os
 import click
 
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
-from dagrun.connections import Connection, ConnectionNotFound, check_id, check_type
-from dagrun.connections import env_name as conn_env_name
 from dagrun.errors import UsageError
-from dagrun.masking import REPLACEMENT, is_sensitive
+from dagrun.runtime.connections import Connection, ConnectionNotFound, check_id, check_type
+from dagrun.runtime.connections import env_name as conn_env_name
+from dagrun.runtime.masking import REPLACEMENT, is_sensitive
+from dagrun.runtime.variables import VariableNotFound, check_key, decode
+from dagrun.runtime.variables import env_name as var_env_name
 from dagrun.store import audit
 from dagrun.store import connections as conn_store
 from dagrun.store import variables as var_store
-from dagrun.variables import VariableNotFound, check_key, decode
-from dagrun.variables import env_name as var_env_name
 
 
 @click.group("variables")

@@ -8,9 +8,9 @@ import click
 
 from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
 from dagrun.errors import UsageError
-from dagrun.graph_export import RENDERERS
-from dagrun.instants import iso, parse_cli_instant
+from dagrun.parsing.graph_export import RENDERERS
 from dagrun.store import audit, reads, registry
+from dagrun.timing.instants import iso, parse_cli_instant
 
 
 @click.group()

@@ -9,8 +9,8 @@ import click
 
 from dagrun.cli.app import App, pass_app
 from dagrun.errors import UsageError
-from dagrun.instants import iso, parse_cli_instant
 from dagrun.store import retention, schema
+from dagrun.timing.instants import iso, parse_cli_instant
 
 
 @click.group()

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
+from dagrun.authoring.dag import check_id
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
-from dagrun.dag import check_id
 from dagrun.errors import DagDefinitionError, UsageError
 from dagrun.store import audit, reads
 from dagrun.store import pools as pool_store

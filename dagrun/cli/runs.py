@@ -1,480 +1,312 @@
-"""``dagrun run``, ``backfill``, ``clear`` and ``runs list|show``: making and reading runs."""
+"""``dagrun trigger``, ``runs list|show|cancel|mark`` and ``audit``: operating runs.
+
+Runs are made and changed like jobs in a job service: triggered (now, or delayed to an
+instant) and left to the scheduler, looked at, cancelled, marked by hand. Every change is
+audited in the transaction that makes it (``store.audit``); the state changes themselves are
+``store.manual``'s.
+"""
 
 from __future__ import annotations
 
-import re
-import sys
-from collections.abc import Iterator
-from dataclasses import dataclass
-from datetime import UTC, datetime
-from itertools import chain, islice
+import json
+from collections.abc import Callable
+from datetime import datetime
+from typing import TYPE_CHECKING
 
 import click
 
-from dagrun import params
-from dagrun.backfill import (
-    RUNNING_ACTIONS,
-    Action,
-    Mode,
-    Plan,
-    PlanEntry,
-    count_to_run,
-    make_plan,
-    prepare,
-    stream_plan,
-)
 from dagrun.cli.app import (
     App,
-    cli_range,
+    echo_json,
     echo_table,
     fmt_local,
     fmt_seconds,
     pass_app,
-    resolve_date,
-    stop_signals,
+    pick_run,
     within_a_minute,
 )
-from dagrun.driver import DriveResult, RunDriver
+from dagrun.cli.backfill import ManualRun, print_run
 from dagrun.errors import UsageError
-from dagrun.instants import iso
-from dagrun.progress import Progress
-from dagrun.spec import DagSpec
-from dagrun.states import RunState, RunType, TaskState
-from dagrun.store import audit, manual, reads, runs
-from dagrun.timetable import DataInterval
+from dagrun.parsing.spec import DagSpec
+from dagrun.states import RunState
+from dagrun.store import audit, operator_actions, reads
+from dagrun.timing.instants import iso, parse_cli_instant, parse_duration
 
-#: A backfill that would run more runs than this asks first: a mistyped year can make
-#: millions of runs. ``--yes`` skips the question.
-CONFIRM_ABOVE = 10_000
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+TRIGGER_EXAMPLES = """\b
+Examples:
+  dagrun trigger nightly_sales
+  dagrun trigger nightly_sales --conf '{"region": "EU"}' --run-id eu-rerun-42
+  dagrun trigger nightly_sales --date 2026-01-05 --at 2026-01-06T02:00
+  dagrun trigger nightly_sales --at +15m --json
+"""
 
 
-@click.command("backfill")
+@click.command("trigger", epilog=TRIGGER_EXAMPLES)
 @click.argument("dag_id")
-@click.option("--start", "-s", required=True, help="First date (in the DAG's timezone).")
-@click.option("--end", "-e", required=True, help="Last date, inclusive (a date = whole day).")
-@click.option("--dry-run", is_flag=True, help="Print the plan and change nothing.")
-@click.option("--rerun-failed", is_flag=True, help="Rerun failed and upstream-failed tasks.")
-@click.option("--reset", is_flag=True, help="Rerun every task of every date.")
-@click.option(
-    "--max-active-runs",
-    type=click.IntRange(1),
-    default=None,
-    help="Runs at once (default: the DAG's max_active_runs).",
-)
-@click.option(
-    "--workers",
-    type=click.IntRange(1),
-    default=None,
-    help="Worker child processes (default: number of cores).",
-)
-@click.option("--reverse", is_flag=True, help="Run the newest dates first.")
-@click.option(
-    "--yes", "-y", is_flag=True, help=f"Do not ask before running more than {CONFIRM_ABOVE:,} runs."
-)
-@pass_app
-def backfill(
-    app: App,
-    dag_id: str,
-    start: str,
-    end: str,
-    dry_run: bool,
-    rerun_failed: bool,
-    reset: bool,
-    max_active_runs: int | None,
-    workers: int | None,
-    reverse: bool,
-    yes: bool,
-) -> None:
-    """Create and run every scheduled run of DAG with logical date in [start, end]."""
-    if rerun_failed and reset:
-        raise UsageError("--rerun-failed and --reset exclude each other")
-    spec = app.spec(dag_id)
-    if reverse and any(t.depends_on_past for t in spec.tasks):
-        raise UsageError(f"--reverse cannot run '{dag_id}': it has depends_on_past tasks")
-    first, last = _backfill_range(spec, start, end)
-    mode = Mode.RESET if reset else Mode.RERUN_FAILED if rerun_failed else Mode.DEFAULT
-    if dry_run:
-        _print_plan(spec, stream_plan(app.store, spec, first, last, mode))
-        return
-    command = f"dagrun backfill {dag_id} --start {start} --end {end}"
-    if not yes:
-        _confirm_size(app, spec, (first, last), mode, command)
-    plan = make_plan(app.store, spec, first, last, mode)
-    kept_failed = _announce(plan, command)
-    if not plan.to_run:
-        raise click.exceptions.Exit(1 if kept_failed else 0)
-    result = _run_plan(app, plan, max_active_runs, workers, reverse)
-    _report(spec, result, command)
-    if result.failed or kept_failed:
-        raise click.exceptions.Exit(1)
-
-
-def _backfill_range(spec: DagSpec, start: str, end: str) -> tuple[datetime, datetime]:
-    """``--start``/``--end`` in UTC, the start raised to the DAG's start_date when the range
-    spans it: no earlier date is scheduled, so the plan is the same, and the timetable never
-    steps back from the first instant ``datetime`` can hold."""
-    first, last = cli_range(spec, start, end)
-    dag_start = spec.timetable.start
-    if dag_start is not None and first < dag_start <= last:
-        first = dag_start
-    return first, last
-
-
-def _confirm_size(
-    app: App, spec: DagSpec, span: tuple[datetime, datetime], mode: Mode, command: str
-) -> None:
-    """Ask before more than ``CONFIRM_ABOVE`` runs; off a terminal nobody can answer, so
-    refuse and say how to go on."""
-    count = count_to_run(app.store, spec, *span, mode, CONFIRM_ABOVE + 1)
-    if count <= CONFIRM_ABOVE:
-        return
-    what = f"`{command}` would run more than {CONFIRM_ABOVE:,} runs"
-    if not _interactive():
-        raise UsageError(f"{what}; pass --yes to go ahead (or --dry-run to see the plan)")
-    click.confirm(f"{what}; go on?", abort=True)
-
-
-def _interactive() -> bool:
-    return sys.stdin is not None and sys.stdin.isatty()
-
-
-def _run_plan(
-    app: App, plan: Plan, max_active_runs: int | None, workers: int | None, reverse: bool
-) -> DriveResult:
-    """Create or reset the plan's runs and drive them to their end, with a progress line."""
-    spec = plan.spec
-    progress = Progress(len(plan.to_run), len(plan.to_run) * len(spec.tasks))
-    app.store.ride_out_outages()
-    job = RunDriver(
-        app.store,
-        spec,
-        prepare(app.store, plan),
-        max_active_runs=max_active_runs,
-        workers=workers,
-        reverse=reverse,
-        progress=progress,
-    )
-    with stop_signals(job.stop):
-        result = job.run()
-    progress.close()
-    return result
-
-
-def _announce(plan, command: str) -> int:
-    """Say what the backfill will do; returns how many failed dates it leaves alone."""
-    counts = plan.counts()
-    click.echo(
-        f"backfill {plan.spec.dag_id}: {len(plan.entries)} date(s); "
-        + ", ".join(f"{n} {a.value}" for a, n in counts.items()),
-        err=True,
-    )
-    for e in plan.entries:
-        if e.action == Action.KEEP_FAILED:
-            when = fmt_local(e.interval.start, plan.spec.timetable.tz)
-            click.echo(f"{when}: skipped-failed (rerun with `{command} --rerun-failed`)", err=True)
-    return counts.get(Action.KEEP_FAILED, 0)
-
-
-def _report(spec: DagSpec, result, command: str) -> None:
-    """The closing summary, and what to do next when something failed or stopped."""
-    runs, tasks = result.runs, result.tasks
-    click.echo(
-        f"backfill {spec.dag_id}: runs {runs.get('success', 0)} succeeded, "
-        f"{runs.get('failed', 0)} failed; tasks "
-        + ", ".join(f"{n} {s}" for s, n in sorted(tasks.items()))
-        + f"; {result.seconds:.1f}s"
-    )
-    if result.interrupted:
-        click.echo("interrupted: run the same command again to resume", err=True)
-    _echo_stuck(spec, result.stuck)
-    if runs.get("failed") or result.stuck:
-        click.echo(
-            f"failed tasks: `dagrun tasks failed {spec.dag_id}`; rerun them with "
-            f"`{command} --rerun-failed`",
-            err=True,
-        )
-
-
-def _echo_stuck(spec: DagSpec, stuck: list[datetime]) -> None:
-    if stuck:
-        on_past = ", ".join(t.task_id for t in spec.tasks if t.depends_on_past)
-        dates = ", ".join(fmt_local(d, spec.timetable.tz) for d in stuck)
-        click.echo(
-            f"{len(stuck)} run(s) cannot go on: {on_past} (depends_on_past) wait for a previous "
-            "run that did not succeed: " + dates,
-            err=True,
-        )
-
-
-_PLAN_HEADERS = ["logical date (local)", "logical date (UTC)", "current state", "action"]
-
-
-def _print_plan(spec: DagSpec, entries: Iterator[PlanEntry]) -> None:
-    """Print each date as soon as it is planned, so a plan over centuries of dates streams
-    instead of filling memory. Columns are sized from the first row (dates all have one
-    shape), with seconds when the first two dates are less than a minute apart."""
-    tz = spec.timetable.tz
-    head = list(islice(entries, 2))
-    seconds = within_a_minute(e.interval.start for e in head)
-    utc_format = f"%Y-%m-%d %H:%M{':%S' if seconds else ''}Z"
-
-    def cells(e: PlanEntry) -> list[str]:
-        when = e.interval.start
-        return [fmt_local(when, tz, seconds), when.strftime(utc_format), e.state or "-"]
-
-    widths = [max(len(h), len(v)) for h, v in zip(_PLAN_HEADERS, cells(head[0]), strict=False)]
-    widths[2] = max(widths[2], *(len(s.value) for s in RunState))
-    click.echo(_plan_line(_PLAN_HEADERS[:3], widths, _PLAN_HEADERS[3]))
-    dates = would_run = 0
-    for e in chain(head, entries):
-        click.echo(_plan_line(cells(e), widths, e.action.value))
-        dates += 1
-        would_run += e.action in RUNNING_ACTIONS
-    click.echo(f"dry run: {would_run} of {dates} date(s) would run; nothing was changed")
-
-
-def _plan_line(values: list[str], widths: list[int], action: str) -> str:
-    return "  ".join([*(v.ljust(w) for v, w in zip(values, widths, strict=True)), action])
-
-
-@click.command("run")
-@click.argument("dag_id")
-@click.option("--date", "date_", default=None, help="Logical date (default: now).")
 @click.option("--conf", "conf_text", default=None, help="The run's conf, a JSON object.")
+@click.option("--date", "date_", default=None, help="Logical date (default: now).")
 @click.option(
-    "--run-id", default=None, help="Idempotency key: a finished run with it runs nothing."
+    "--at",
+    "at",
+    default=None,
+    help="Start no earlier than this instant (in the DAG's timezone unless it has an "
+    "offset), or +DURATION from now: a one-time delayed job.",
 )
-@click.option("--workers", type=click.IntRange(1), default=None)
+@click.option("--run-id", default=None, help="Idempotency key: an existing key makes nothing.")
+@click.option("--json", "as_json", is_flag=True, help="Print the run as JSON.")
 @pass_app
-def run(
+def trigger(
     app: App,
     dag_id: str,
-    date_: str | None,
     conf_text: str | None,
+    date_: str | None,
+    at: str | None,
     run_id: str | None,
-    workers: int | None,
+    as_json: bool,
 ) -> None:
-    """Trigger one run of DAG and execute it to completion, here, running only its own
-    tasks. An unfinished run with the same --run-id (interrupted, cleared) is resumed."""
+    """Record a manual run of DAG and return at once: the scheduler (or `dagrun worker`
+    beside one) runs it. Nothing of it starts before --at."""
     spec = app.spec(dag_id)
-    manual = ManualRun.of(spec, conf_text, date_, run_id)
-    row, created = manual.record(app)
-    if not created:
-        if row.state in (RunState.SUCCESS, RunState.FAILED):
-            click.echo(f"run {row.run_id} already exists ({row.state}); nothing to do")
-            print_run(app, row)
-            return
-        click.echo(f"run {row.run_id} of {dag_id} exists ({row.state}): resuming it", err=True)
+    start_at = _start_at(spec, at)
+    row, created = ManualRun.of(spec, conf_text, date_, run_id, start_at).record(app)
+    if as_json:
+        echo_json(
+            {
+                "run_id": row.run_id,
+                "logical_date": iso(row.logical_date),
+                "state": row.state,
+                "created": created,
+            }
+        )
+    elif created:
+        when = f"; starts at {iso(start_at)}" if start_at else ""
+        click.echo(f"triggered run {row.run_id} of {dag_id} at {iso(row.logical_date)}{when}")
     else:
-        click.echo(f"run {row.run_id} of {dag_id} at {iso(row.logical_date)}", err=True)
-    if row.not_before is not None and row.not_before > datetime.now(UTC):
-        click.echo(f"it starts at {iso(row.not_before)} (trigger --at): waiting", err=True)
-    final = _execute_runs(app, spec, [row.id], workers)
-    print_run(app, final)
-    if final.state != RunState.SUCCESS:
-        raise click.exceptions.Exit(1)
+        click.echo(f"run {row.run_id} of {dag_id} exists ({row.state}); nothing triggered")
+    _warn_if_paused(app, dag_id)
 
 
-#: Whole-string matches only (``fullmatch``): ``$`` would also accept a final newline.
-RUN_ID = re.compile(r"(?!\.+\Z)[A-Za-z0-9_.:+-]{1,250}")
-
-
-@dataclass(frozen=True)
-class ManualRun:
-    """A manual run as ``trigger`` and ``run`` record it: checked before anything is
-    written (key, conf against the DAG's params, dates), so bad input makes no run."""
-
-    spec: DagSpec
-    run_id: str
-    interval: DataInterval
-    conf: dict
-    start_at: datetime | None = None
-
-    @classmethod
-    def of(
-        cls,
-        spec: DagSpec,
-        conf_text: str | None,
-        date_: str | None,
-        run_id: str | None,
-        start_at: datetime | None = None,
-    ) -> ManualRun:
-        if run_id is not None and not RUN_ID.fullmatch(run_id):
-            raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
-        conf = params.parse_conf(conf_text)
-        params.resolve(spec.params, conf)
-        interval = _manual_interval(spec, date_)
-        key = run_id or runs.run_id_for(RunType.MANUAL, interval.start)
-        return cls(spec, key, interval, conf, start_at)
-
-    def record(self, app: App) -> tuple[reads.RunRow, bool]:
-        """Create the run (audited) unless its key exists; (its row, created). Under the
-        DAG lock, so two processes recording one key make one run."""
-        dag_id = self.spec.dag_id
-        with app.store.write() as conn:
-            now = app.store.now(conn)
-            runs.lock_dag(conn, dag_id)
-            pk, created = runs.create_manual_run(
-                conn, self.spec, self.interval, self.run_id, now, self.conf, self.start_at
-            )
-            if created:
-                audit.record(
-                    app.store,
-                    conn,
-                    "trigger",
-                    dag_id,
-                    self.run_id,
-                    logical_date=self.interval.start,
-                    conf=self.conf,
-                    start_at=self.start_at,
-                )
-            return reads.run_by_pk(conn, pk), created
-
-
-def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
-    """A manual run's interval: the scheduled one at ``--date`` when there is one; now
-    (to the microsecond, so two triggers a moment apart are two runs) without it."""
+def _start_at(spec: DagSpec, value: str | None) -> datetime | None:
+    """``--at`` in UTC: an instant, or ``+DURATION`` from now; one already past starts the
+    run now (and says so)."""
     if value is None:
-        now = datetime.now(UTC)
-        return DataInterval(now, now)
-    logical = resolve_date(spec, value)
-    scheduled = next(iter(spec.timetable.intervals(logical, logical)), None)
-    return scheduled or DataInterval(logical, logical)
+        return None
+    now = datetime.now(spec.timetable.tz)
+    if value.startswith("+"):
+        try:
+            return now + parse_duration(value[1:])
+        except Exception as exc:
+            raise UsageError(f"--at {value}: {exc}") from None
+    instant = parse_cli_instant(value, spec.timetable.tz, what="--at")
+    if instant <= now:
+        click.echo(f"--at {value} is in the past: the run starts now", err=True)
+        return None
+    return instant
 
 
-def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | None):
-    app.store.ride_out_outages()
-    driver = RunDriver(app.store, spec, run_pks, workers=workers)
-    with stop_signals(driver.stop):
-        result = driver.run()
-    _echo_stuck(spec, result.stuck)
+def _warn_if_paused(app: App, dag_id: str) -> None:
     with app.store.read() as conn:
-        return reads.run_by_pk(conn, run_pks[0])
+        paused = reads.get_dag(conn, dag_id).is_paused
+    if paused:
+        click.echo(
+            f"DAG '{dag_id}' is paused: its runs wait until `dagrun dags unpause {dag_id}`",
+            err=True,
+        )
 
 
-def spec_order(app: App, dag_id: str) -> list[str]:
-    """The DAG's task ids in its spec's (topological) order: how runs list their tasks."""
-    return [t.task_id for t in app.spec(dag_id).tasks]
+@click.group("runs")
+def runs_group() -> None:
+    """List, inspect, cancel and mark DAG runs."""
 
 
-def print_run(app: App, run_row: reads.RunRow) -> None:
-    """A run's state and its task instances, as a table."""
+@runs_group.command("list")
+@click.argument("dag_id")
+@click.option("--state", type=click.Choice([s.value for s in RunState]), default=None)
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
+    """Runs of DAG, oldest first, with states and durations."""
+    spec = app.spec(dag_id)
     with app.store.read() as conn:
-        tasks = reads.task_instances(conn, [run_row.id], spec_order(app, run_row.dag_id))
-    click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
-    mapped = any(t.map_index >= 0 for t in tasks)
+        rows = reads.runs(conn, dag_id, state=state)
+    if as_json:
+        echo_json([run_json(r) for r in rows])
+        return
+    tz = spec.timetable.tz
+    seconds = within_a_minute(r.logical_date for r in rows)
     echo_table(
-        ["task_id", *(["index"] if mapped else []), "state", "try", "duration", "error"],
+        ["run_id", "logical date (local)", "type", "state", "duration"],
         [
             [
-                t.task_id,
-                *([t.map_index if t.map_index >= 0 else ""] if mapped else []),
-                t.state,
-                t.try_number,
-                fmt_seconds(t.duration),
-                t.last_error or "",
+                r.run_id,
+                fmt_local(r.logical_date, tz, seconds),
+                r.run_type,
+                r.state,
+                fmt_seconds(r.duration),
             ]
-            for t in tasks
+            for r in rows
         ],
     )
 
 
-@click.command("clear")
+def run_json(r: reads.RunRow) -> dict:
+    """A run as ``runs list --json`` and ``runs show --json`` print it."""
+    return {
+        "run_id": r.run_id,
+        "logical_date": iso(r.logical_date),
+        "data_interval_start": iso(r.data_interval_start),
+        "data_interval_end": iso(r.data_interval_end),
+        "state": r.state,
+        "run_type": r.run_type,
+        "start_date": iso(r.start_date),
+        "end_date": iso(r.end_date),
+        "duration": r.duration,
+        "conf": r.conf,
+    }
+
+
+@runs_group.command("show")
 @click.argument("dag_id")
-@click.option("--start", "-s", required=True)
-@click.option("--end", "-e", required=True)
-@click.option("--tasks", "pattern", default=None, help="Regex on task ids.")
-@click.option("--downstream", is_flag=True, help="Also clear everything downstream.")
-@click.option("--failed-only", is_flag=True, help="Only failed and upstream-failed tasks.")
-@click.option(
-    "--map-index",
-    type=click.IntRange(0),
-    default=None,
-    help="Only this index of the chosen mapped tasks.",
-)
-@click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
+@click.argument("run_id", required=False)
+@click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
+@click.option("--json", "as_json", is_flag=True)
 @pass_app
-def clear(
-    app: App,
-    dag_id: str,
-    start: str,
-    end: str,
-    pattern: str | None,
-    downstream: bool,
-    failed_only: bool,
-    map_index: int | None,
-    yes: bool,
-) -> None:
-    """Reset task instances so they run again."""
+def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_json: bool) -> None:
+    """One run, its conf and its task instances."""
     spec = app.spec(dag_id)
-    first, last = cli_range(spec, start, end)
-    chosen = _matching_tasks(spec, pattern, downstream)
     with app.store.read() as conn:
-        chosen_runs = reads.runs_between(conn, dag_id, first, last)
-        tis = reads.task_instances(conn, [r.id for r in chosen_runs])
-    failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
-    selection: dict[int, set[str]] = {}
-    count = 0
-    for t in tis:
-        if t.task_id not in chosen or (failed_only and t.state not in failed):
-            continue
-        if map_index is None or t.map_index in (map_index, -1):  # as CLEAR_TASK_INDEX picks
-            selection.setdefault(t.run_pk, set()).add(t.task_id)
-            count += 1
-    if not selection:
-        click.echo("nothing to clear")
+        row = pick_run(conn, spec, run_id, date_)
+        tasks = reads.task_instances(conn, [row.id], [t.task_id for t in spec.tasks])
+    if as_json:
+        echo_json(
+            {
+                **run_json(row),
+                "tasks": [
+                    {
+                        "task_id": t.task_id,
+                        "map_index": t.map_index,
+                        "state": t.state,
+                        "try_number": t.try_number,
+                        "duration": t.duration,
+                        "error": t.last_error,
+                    }
+                    for t in tasks
+                ],
+            }
+        )
         return
-    if not yes:
-        click.confirm(
-            f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}?", abort=True
-        )
-    with app.store.write() as conn:
-        now = app.store.now(conn)
-        runs.lock_dag(conn, dag_id)
-        manual.clear_runs(conn, spec, selection, now, map_index)
-        audit.record(
-            app.store,
-            conn,
-            "clear",
-            dag_id,
-            start=first,
-            end=last,
-            pattern=pattern,
-            downstream=downstream,
-            failed_only=failed_only,
-            map_index=map_index,
-            tasks=count,
-        )
-    run_ids = [r.run_id for r in chosen_runs if r.id in selection]
+    print_run(app, row)
+
+
+@runs_group.command("cancel")
+@click.argument("dag_id")
+@click.argument("run_id", required=False)
+@click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
+@pass_app
+def runs_cancel(app: App, dag_id: str, run_id: str | None, date_: str | None) -> None:
+    """Cancel a run: it becomes failed, its running attempts are stopped (their processes
+    terminated) and recorded failed with the error `cancelled`, its unstarted tasks are
+    skipped."""
+    row, change = _change_run(app, dag_id, run_id, date_, "cancel", operator_actions.cancel_run)
+    if not change.changed:
+        click.echo(f"run {row.run_id} already ended ({change.before}); nothing to cancel")
+        return
     click.echo(
-        f"cleared {count} task instance(s) in {len(selection)} run(s); "
-        + _who_reruns(spec, run_ids)
+        f"cancelled run {row.run_id} of {dag_id}: {change.stopped} running attempt(s) "
+        f"stopped, {change.tasks - change.stopped} unstarted task(s) skipped"
     )
 
 
-def _who_reruns(spec: DagSpec, run_ids: list[str]) -> str:
-    """What runs cleared tasks again: backfill fills scheduled dates, so a manual-only DAG
-    (schedule=None) has nothing to backfill and its runs are resumed by key instead."""
-    if spec.timetable.schedulable:
-        return "the scheduler (or `dagrun backfill`) will run them again"
-    command = f"dagrun run {spec.dag_id} --run-id"
-    if len(run_ids) == 1:
-        return f"the scheduler will run them again (or `{command} {run_ids[0]}`)"
-    shown = ", ".join(run_ids[:3]) + (", ..." if len(run_ids) > 3 else "")
-    return f"the scheduler will run them again (or `{command} RUN_ID` for each run: {shown})"
+@runs_group.command("mark")
+@click.argument("dag_id")
+@click.argument("run_id", required=False)
+@click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
+@click.option(
+    "--state", required=True, type=click.Choice([RunState.SUCCESS.value, RunState.FAILED.value])
+)
+@pass_app
+def runs_mark(app: App, dag_id: str, run_id: str | None, date_: str | None, state: str) -> None:
+    """Set a run's state by hand: its unfinished tasks take that state (skipped for
+    unstarted ones when failed), running attempts are stopped."""
+    wanted, reason = RunState(state), f"run marked {state} by hand"
+
+    def mark(
+        conn: Connection, spec: DagSpec, run_pk: int, now: datetime
+    ) -> operator_actions.Change:
+        return operator_actions.mark_run(conn, spec, run_pk, wanted, reason, now)
+
+    row, change = _change_run(app, dag_id, run_id, date_, "mark_run", mark, state=state)
+    if not change.changed:
+        click.echo(f"run {row.run_id} is {state} already; nothing changed")
+        return
+    click.echo(
+        f"marked run {row.run_id} of {dag_id} {state} (was {change.before}); "
+        f"{change.tasks} task instance(s) set, {change.stopped} running attempt(s) stopped"
+    )
 
 
-def _matching_tasks(spec: DagSpec, pattern: str | None, downstream: bool) -> set[str]:
-    if pattern is None:
-        return set(spec.task_map)
-    try:
-        regex = re.compile(pattern)
-    except re.error as exc:
-        raise UsageError(f"bad --tasks regex {pattern!r}: {exc}") from None
-    chosen = {t for t in spec.task_map if regex.search(t)}
-    if not chosen:
-        raise UsageError(f"--tasks {pattern!r} matches no task of '{spec.dag_id}'")
-    return spec.descendants(chosen) if downstream else chosen
+def _change_run(
+    app: App,
+    dag_id: str,
+    run_id: str | None,
+    date_: str | None,
+    action: str,
+    apply: Callable[[Connection, DagSpec, int, datetime], operator_actions.Change],
+    **detail: object,
+) -> tuple[reads.RunRow, operator_actions.Change]:
+    """Pick the run, ``apply`` a hand change to it and audit what changed, in one
+    transaction; (the run as it was, the change)."""
+    spec = app.spec(dag_id)
+    with app.store.write() as conn:
+        row = pick_run(conn, spec, run_id, date_)
+        change = apply(conn, spec, row.id, app.store.now(conn))
+        if change.changed:
+            audit.record(app.store, conn, action, dag_id, row.run_id, **detail, **change.detail())
+    return row, change
 
 
-COMMANDS = [backfill, run, clear]
+@click.command("audit")
+@click.argument("dag_id", required=False)
+@click.option("--limit", type=click.IntRange(1), default=100, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+@pass_app
+def audit_log(app: App, dag_id: str | None, limit: int, as_json: bool) -> None:
+    """Operator actions (trigger, cancel, mark, clear, backfill, pause...), newest first."""
+    if dag_id is not None:
+        app.spec(dag_id)
+    with app.store.read() as conn:
+        entries = audit.entries(conn, dag_id, limit)
+    if as_json:
+        echo_json([e.to_json() for e in entries])
+        return
+    if not entries:
+        click.echo("no audited actions" + (f" for {dag_id}" if dag_id else ""))
+        return
+    echo_table(
+        ["at (UTC)", "actor", "action", "dag_id", "run_id", "detail"],
+        [
+            [
+                e.at.strftime("%Y-%m-%d %H:%M:%SZ"),
+                e.actor or "",
+                e.action,
+                e.dag_id or "",
+                e.run_id or "",
+                _detail(e.detail),
+            ]
+            for e in entries
+        ],
+    )
+
+
+def _detail(detail: dict) -> str:
+    """An entry's detail on one line: ``key=value`` for each value that says something."""
+    shown = {k: v for k, v in detail.items() if v not in (None, {}, [], False)}
+    return ", ".join(
+        f"{k}={json.dumps(v) if isinstance(v, dict | list) else v}" for k, v in shown.items()
+    )
+
+
+COMMANDS = [trigger, runs_group, audit_log]

@@ -14,8 +14,8 @@ import os
 import click
 
 from dagrun.cli.app import App, pass_app, setup_logging, stop_signals
-from dagrun.scheduler import Scheduler, SchedulerLoop
-from dagrun.worker import Worker, WorkerOptions
+from dagrun.runtime.scheduler import Scheduler, SchedulerLoop
+from dagrun.runtime.worker import Worker, WorkerOptions
 
 log = logging.getLogger("dagrun.cli")
 

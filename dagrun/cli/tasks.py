@@ -6,18 +6,18 @@ from pathlib import Path
 
 import click
 
-from dagrun import logfiles, params
+from dagrun.authoring import params
 from dagrun.cli.app import App, echo_json, echo_table, pass_app, pick_run, resolve_date
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
-from dagrun.instants import iso
-from dagrun.loader import import_file
-from dagrun.runner import AttemptRequest, DagCache, execute
-from dagrun.spec import DagSpec
+from dagrun.parsing.loader import import_file
+from dagrun.parsing.spec import DagSpec
+from dagrun.runtime.runner import AttemptRequest, DagCache, execute
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import audit, callbacks, manual, reads
+from dagrun.store import audit, callbacks, logfiles, operator_actions, reads
+from dagrun.store.readiness import evaluate
 from dagrun.store.runs import run_id_for
-from dagrun.timetable import DataInterval
-from dagrun.triggers import evaluate
+from dagrun.timing.instants import iso
+from dagrun.timing.timetable import DataInterval
 
 
 def _interval(spec: DagSpec, value: str) -> DataInterval:
@@ -181,7 +181,9 @@ def mark(
         reason = f"marked {state} by hand"
         now = app.store.now(conn)
         wanted = TaskState(state)
-        change = manual.mark_tasks(conn, spec, row.id, chosen, wanted, reason, now, map_index)
+        change = operator_actions.mark_tasks(
+            conn, spec, row.id, chosen, wanted, reason, now, map_index
+        )
         detail = {"task_id": task_id, "state": state, "downstream": downstream}
         if map_index is not None:
             detail["map_index"] = map_index

@@ -24,12 +24,12 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection
 
-from dagrun.instants import iso
-from dagrun.spec import DagSpec
+from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import runs, sql
 from dagrun.store import statements as q
-from dagrun.timetable import DataInterval
+from dagrun.timing.instants import iso
+from dagrun.timing.timetable import DataInterval
 
 if TYPE_CHECKING:
     from dagrun.store.attempts import Outcome

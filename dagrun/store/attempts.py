@@ -21,15 +21,15 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import LeaseLost
-from dagrun.logfiles import LogRange
-from dagrun.retry import backoff_delay
-from dagrun.sensor_options import SensorSpec
-from dagrun.spec import TaskSpec
+from dagrun.parsing.spec import TaskSpec
 from dagrun.states import AttemptOutcome, TaskState
 from dagrun.store import assets, callbacks, pools, runs, sql
 from dagrun.store import statements as q
+from dagrun.store.logfiles import LogRange
 from dagrun.store.runs import SpecLookup
+from dagrun.timing.backoff import backoff_delay
 
 #: Lost leases, lost children and unwritable logs a task instance may suffer before it
 #: fails for good: infrastructure failures, kept apart from the task's own ``retries``.

@@ -27,11 +27,11 @@ from typing import TYPE_CHECKING, Any
 
 from sqlalchemy import Connection
 
-from dagrun.logfiles import LogRange
-from dagrun.spec import DagSpec
+from dagrun.parsing.spec import DagSpec
 from dagrun.states import CallbackEvent, CallbackState, RunState
 from dagrun.store import sql
 from dagrun.store import statements as q
+from dagrun.store.logfiles import LogRange
 
 if TYPE_CHECKING:
     from dagrun.store.attempts import Completion

@@ -1,7 +1,7 @@
 """Connections in the store: read, add (or replace), list, delete.
 
 A connection's ``extra`` is stored as JSON text and read back as a dict. The user's API
-(``dagrun.connections``) puts the environment's ``DAGRUN_CONN_<ID>`` URIs on top.
+(``dagrun.runtime.connections``) puts the environment's ``DAGRUN_CONN_<ID>`` URIs on top.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from datetime import datetime
 
 from sqlalchemy import Connection as SqlConnection
 
-from dagrun.connections import Connection
+from dagrun.runtime.connections import Connection
 from dagrun.store import sql
 from dagrun.store import statements as q
 

@@ -18,7 +18,7 @@ from functools import reduce
 from sqlalchemy import BindParameter, Connection, Select, func, literal_column, select, union_all
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound, UsageError
-from dagrun.spec import DagSpec, spec_from
+from dagrun.parsing.spec import DagSpec, spec_from
 from dagrun.states import ACTIVE_RUN_STATES, RunState, RunType, TaskState, merged
 from dagrun.store import sql
 from dagrun.store.schema import dag, dag_file, dag_run, in_state, pool, task_attempt

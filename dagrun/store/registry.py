@@ -16,7 +16,7 @@ from datetime import datetime
 from sqlalchemy import Connection
 
 from dagrun.errors import DagNotFound
-from dagrun.spec import DagSpec, digest_of
+from dagrun.parsing.spec import DagSpec, digest_of
 from dagrun.store import reads, sql
 from dagrun.store import statements as q
 

@@ -21,7 +21,7 @@ years of history as on days. The audit log and asset events are walked by primar
 
 Log files go after the commit of the rows that pointed at them, never before: a crash in
 between leaves an orphan file, never a row naming a missing one. A segment holds the logs of
-many attempts (``dagrun.logfiles``), so it goes only when no remaining attempt or callback
+many attempts (``dagrun.store.logfiles``), so it goes only when no remaining attempt or callback
 points into it, its writer has left it (the same process has opened a newer segment, or that
 process is gone from this host) and it has not been written for ``QUIET_SECONDS`` (an
 attempt's range is recorded a moment after its output: a group commit, an outage ridden out).
@@ -37,10 +37,9 @@ from datetime import UTC, datetime
 
 from sqlalchemy import Connection, and_, delete, exists, func, or_, select
 
-from dagrun import logfiles
 from dagrun.errors import StoreConflict
 from dagrun.states import CallbackState, RunState, TaskState
-from dagrun.store import audit, sql
+from dagrun.store import audit, logfiles, sql
 from dagrun.store.engine import Store
 from dagrun.store.schema import (
     asset_event,

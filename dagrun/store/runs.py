@@ -19,14 +19,14 @@ from typing import Any
 
 from sqlalchemy import Connection
 
-from dagrun import mapping
-from dagrun.spec import DagSpec, TaskSpec
+from dagrun.authoring import mapping
+from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.states import RunState, RunType, TaskState, merged
 from dagrun.store import callbacks, sql
 from dagrun.store import statements as q
 from dagrun.store.engine import capabilities
-from dagrun.timetable import DataInterval
-from dagrun.triggers import Decisions, evaluate
+from dagrun.store.readiness import Decisions, evaluate
+from dagrun.timing.timetable import DataInterval
 
 SpecLookup = Callable[[str], DagSpec]
 _TASK_STATES = {s.value: s for s in TaskState}

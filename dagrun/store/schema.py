@@ -140,7 +140,7 @@ _WIDER_STATE_V7 = {
 #: SQL both SQLite and PostgreSQL accept, or one list per dialect; run in one transaction
 #: with the version bump, on SQLite with foreign keys off, see ``engine._migrate``).
 MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
-    # Attempt logs became byte ranges of shared segment files (dagrun.logfiles), the
+    # Attempt logs became byte ranges of shared segment files (dagrun.store.logfiles), the
     # task-instance state indexes became partial (see ``in_state``), and a DAG file keeps
     # the helpers it imported.
     2: [

@@ -40,7 +40,7 @@ from sqlalchemy import (
     update,
 )
 
-from dagrun.masking import SENSITIVE_WORDS
+from dagrun.runtime.masking import SENSITIVE_WORDS
 from dagrun.states import (
     ACTIVE_RUN_STATES,
     FINISHED_TASK_STATES,

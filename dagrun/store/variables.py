@@ -1,6 +1,6 @@
 """Variables in the store: read, set, list, delete; and the stored secrets masking hides.
 
-The user's API (``dagrun.variables``) puts the environment's overrides on top; the CLI
+The user's API (``dagrun.runtime.variables``) puts the environment's overrides on top; the CLI
 audits each change in the transaction that makes it.
 """
 

@@ -10,9 +10,16 @@ import logging
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from dagrun.instants import iso
 from dagrun.store import reads
 from dagrun.store.reads import RunRow
+from dagrun.timing.instants import iso
+from dagrun.webapp.asset_views import (
+    callback_json,
+    dag_assets_json,
+    read_assets,
+    read_callbacks,
+    read_dag_assets,
+)
 from dagrun.webapp.grid import GridCell, GridRow, GridShape
 from dagrun.webapp.http import Request, Response, json_response
 from dagrun.webapp.models import (
@@ -25,13 +32,6 @@ from dagrun.webapp.models import (
     read_graph,
     read_grid,
     read_run,
-)
-from dagrun.webapp.operations import (
-    callback_json,
-    dag_assets_json,
-    read_assets,
-    read_callbacks,
-    read_dag_assets,
 )
 from dagrun.webapp.paging import Paging
 from dagrun.webapp.urls import log_url

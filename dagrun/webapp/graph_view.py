@@ -2,7 +2,7 @@
 what a run paints on them, for the SVG the graph page draws on the server.
 
 The layout depends only on the DAG's spec, so it is computed once per spec (a small LRU keyed
-by the spec object, which ``dagrun.spec.spec_from`` already shares per stored hash) and a
+by the spec object, which ``dagrun.parsing.spec.spec_from`` already shares per stored hash) and a
 request only colours it with a run's task instances.
 
 Tasks go left to right by layer (``networkx.topological_generations``: every edge goes to a
@@ -24,8 +24,8 @@ from typing import Any, ClassVar
 
 import networkx as nx
 
-from dagrun.graph_export import GroupNode, group_tree
-from dagrun.spec import DagSpec
+from dagrun.parsing.graph_export import GroupNode, group_tree
+from dagrun.parsing.spec import DagSpec
 from dagrun.states import TaskState, merged
 from dagrun.store.reads import RunRow, TaskRow
 from dagrun.webapp.urls import run_url

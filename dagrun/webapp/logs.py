@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol
 
-from dagrun import logfiles
+from dagrun.store import logfiles
 from dagrun.webapp.http import Forbidden, NotFound
 
 

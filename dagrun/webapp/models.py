@@ -12,11 +12,11 @@ from datetime import datetime
 
 from sqlalchemy import Connection
 
-from dagrun.spec import DagSpec
+from dagrun.parsing.spec import DagSpec
 from dagrun.states import TaskState
 from dagrun.store import Store, audit, reads
 from dagrun.store.reads import AttemptRow, DagRow, GridPage, RunRow, TaskRow
-from dagrun.timetable import DataInterval
+from dagrun.timing.timetable import DataInterval
 from dagrun.webapp.formatting import live_duration
 from dagrun.webapp.graph_view import GraphPicture, picture
 from dagrun.webapp.grid import GridColumn, GridRow, GridShape, grid_columns, grid_rows, grid_tasks

@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from dagrun.states import RunState
 from dagrun.store import reads
+from dagrun.webapp.asset_views import read_assets, read_callback, read_callbacks, read_dag_assets
 from dagrun.webapp.durations import MAX_RUNS, read_durations, runs_param
 from dagrun.webapp.gantt import read_gantt
 from dagrun.webapp.grid import GridShape
@@ -24,7 +25,6 @@ from dagrun.webapp.models import (
     read_grid,
     read_run,
 )
-from dagrun.webapp.operations import read_assets, read_callback, read_callbacks, read_dag_assets
 from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Paging
 from dagrun.webapp.templates import render
 

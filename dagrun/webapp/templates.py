@@ -13,8 +13,8 @@ from typing import Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
-from dagrun.instants import iso
 from dagrun.states import TaskState
+from dagrun.timing.instants import iso
 from dagrun.webapp.formatting import fmt_duration, local, utc
 from dagrun.webapp.http import Request, Response
 from dagrun.webapp.urls import (

@@ -13,7 +13,7 @@ import time
 from datetime import datetime, timedelta
 
 from dagrun.errors import StoreConflict
-from dagrun.scheduler import Scheduler
+from dagrun.runtime.scheduler import Scheduler
 from dagrun.states import AttemptOutcome
 from dagrun.store import Store, attempts, registry
 from dagrun.store.attempts import Outcome

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
-from dagrun import logfiles
+from dagrun.store import logfiles
 from dagrun.store.schema import task_attempt
 from tests.helpers import run_once, write_dag
 

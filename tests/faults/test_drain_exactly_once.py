@@ -9,10 +9,10 @@ from datetime import UTC, datetime
 import pytest
 from sqlalchemy import func, select
 
+from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunType
 from dagrun.store import Store, reads, runs
 from dagrun.store.schema import task_attempt, task_instance
-from dagrun.sync import sync_dags
 from tests.helpers import start_cli, stop_process, wait_until, write_dag
 
 pytestmark = pytest.mark.slow

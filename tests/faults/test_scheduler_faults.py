@@ -12,9 +12,9 @@ from datetime import UTC, datetime, timedelta
 import pytest
 from sqlalchemy import func, select
 
+from dagrun.runtime.dag_sync import sync_dags
 from dagrun.store import Store, reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
-from dagrun.sync import sync_dags
 from tests.helpers import start_cli, stop_process, wait_until, write_dag
 
 pytestmark = pytest.mark.slow

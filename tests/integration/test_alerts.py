@@ -209,7 +209,8 @@ def test_a_webhook_and_a_command_notify_of_a_failure(cli_env, dags_dir, tmp_path
         dags_dir,
         "notified.py",
         f"""
-        from dagrun import DAG, BashTask, notify
+        from dagrun import DAG, BashTask
+        from dagrun.runtime import notify
         hook = notify.webhook({hook_url!r}, headers={{"Authorization": "Bearer s3cret"}})
         echo = notify.command("echo {{{{ dag_id }}}} {{{{ task_id }}}} $DAGRUN_EVENT >> {out}")
         with DAG("notified", schedule=None):
@@ -299,7 +300,8 @@ def test_a_command_past_the_callback_time_limit_is_killed_with_its_group(
         dags_dir,
         "stuck.py",
         f"""
-        from dagrun import DAG, BashTask, notify
+        from dagrun import DAG, BashTask
+        from dagrun.runtime import notify
         stuck = notify.command("sleep 60 & echo $! > {pids}; wait", timeout=120)
         with DAG("stuck", schedule=None):
             BashTask("t", command="true", on_success_callback=stuck)

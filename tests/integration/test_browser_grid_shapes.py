@@ -18,7 +18,7 @@ import pytest
 
 from dagrun.store import Store
 from tests.integration import browser
-from tests.test_web_grid import build_shapes
+from tests.webapp.test_grid import build_shapes
 
 pytestmark = pytest.mark.slow
 

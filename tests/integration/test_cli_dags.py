@@ -398,7 +398,7 @@ def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dag
     range, not the cursor's date (which already has a run and would be skipped)."""
     from dagrun.store import Store
     from dagrun.webapp import WebApp
-    from tests.test_webapp import call
+    from tests.webapp.test_webapp import call
 
     write_dag(
         dags_dir,

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from dagrun.backfill import PAGE_DATES
+from dagrun.runtime.backfill import PAGE_DATES
 from tests.helpers import cli_json, dagrun_cmd, db_rows, queue_run, run_cli, write_dag
 
 DAILY = """

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunState
 from dagrun.store import Store, reads, runs
-from dagrun.sync import sync_dags
-from dagrun.timetable import DataInterval
+from dagrun.timing.timetable import DataInterval
 from tests.helpers import (
     cli_json,
     db_rows,
@@ -25,7 +25,7 @@ from tests.helpers import (
     wait_until,
     write_dag,
 )
-from tests.test_retention import History
+from tests.store.test_retention import History
 
 DAILY = """
 from dagrun import DAG, task

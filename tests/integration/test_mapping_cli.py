@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import json
 
+from tests.authoring.test_mapping import FAILING_INDEX
 from tests.helpers import db_rows, run_cli, write_dag
-from tests.test_mapping import FAILING_INDEX
 
 
 def tries(env) -> dict[tuple[str, int], tuple[str, int]]:

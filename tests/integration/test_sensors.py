@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 
 SENSORS = """
 from dagrun import DAG, BashTask
-from dagrun.sensors import ExternalTaskSensor, FileSensor
+from dagrun.runtime.sensors import ExternalTaskSensor, FileSensor
 
 FOLDER = {folder!r}
 

@@ -1,0 +1,292 @@
+"""Importing a DAG file in this process and freezing its DAGs into specs.
+
+A parse child (``dagrun.parsing.parser``), a worker child running an attempt and ``dagrun tasks
+test`` import files through here. The processes that only orchestrate (a command's parent,
+the scheduler, a worker's parent) never import this module, so they do not pay for the
+authoring API it loads (``dagrun.authoring.dag`` and what it needs).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import os
+import resource
+import sys
+import sysconfig
+import traceback
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, NamedTuple
+
+from dagrun.authoring.dag import DAG, TASK_CALLBACKS, TaskOutput, collect_dags
+from dagrun.errors import DagFileError
+from dagrun.parsing.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
+from dagrun.timing.timetable import CronTimetable
+
+
+def module_name(path: str) -> str:
+    """A unique, stable module name per file, so two ``utils.py`` never collide."""
+    return "dagrun_file_" + hashlib.sha1(path.encode()).hexdigest()[:16]
+
+
+def import_file(path: str, source: str | None = None) -> list[DAG]:
+    """Import one DAG file in this process and return the DAGs it built; with ``source``,
+    run that text as the file (its last good version) instead of what is on disk."""
+    import importlib.util
+
+    folder = os.path.dirname(path)
+    if folder not in sys.path:
+        sys.path.insert(0, folder)
+    dags = collect_dags()
+    spec = importlib.util.spec_from_file_location(module_name(path), path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    if source is None:
+        spec.loader.exec_module(module)
+    else:
+        exec(compile(source, path, "exec"), module.__dict__)
+    return list(dags)
+
+
+def build_spec(dag: DAG, path: str) -> DagSpec:
+    """Check the graph (cycles) and freeze a DAG into its serialisable spec."""
+    import networkx as nx  # only a parse needs it; `dags list` with nothing changed does not
+
+    if not dag.tasks:
+        raise DagFileError(
+            path,
+            f"DAG '{dag.dag_id}' has no tasks (a @task function only becomes a task when it is "
+            "called inside the `with DAG(...)` block)",
+            dag.definition_line,
+        )
+    graph = nx.DiGraph()
+    order = {task_id: i for i, task_id in enumerate(dag.tasks)}
+    graph.add_nodes_from(dag.tasks)
+    for task in dag.tasks.values():
+        graph.add_edges_from((up, task.task_id) for up in task.upstream_ids)
+    try:
+        cycle = nx.find_cycle(graph)
+    except nx.NetworkXNoCycle:
+        cycle = None
+    if cycle:
+        names = [edge[0] for edge in cycle] + [cycle[0][0]]
+        raise DagFileError(
+            path, f"DAG '{dag.dag_id}' has a cycle: {' -> '.join(names)}", dag.definition_line
+        )
+    tasks = tuple(
+        _task_spec(dag.tasks[task_id])
+        for task_id in nx.lexicographical_topological_sort(graph, key=order.__getitem__)
+    )
+    tt = dag.timetable
+    return DagSpec(
+        dag_id=dag.dag_id,
+        fileloc=path,
+        schedule=serialise_schedule(dag.schedule),
+        timezone=dag.timezone,
+        start_date=iso_or_none(tt.start),
+        end_date=iso_or_none(tt.end),
+        catchup=dag.catchup,
+        max_active_runs=dag.max_active_runs,
+        tasks=tasks,
+        tags=tuple(dag.tags),
+        description=dag.description,
+        is_paused_upon_creation=dag.is_paused_upon_creation,
+        spread_seconds=dag.spread.total_seconds() if dag.spread else None,
+        line=dag.definition_line,
+        params=dag.params,
+        cron=tt.expansion if isinstance(tt, CronTimetable) else None,
+        dagrun_timeout=dag.dagrun_timeout,
+        max_active_tasks=dag.max_active_tasks,
+        callbacks=tuple(event.value for event, found in dag.callbacks.items() if found),
+        assets=dag.assets,
+    )
+
+
+def _task_spec(task) -> TaskSpec:
+    o = task.options
+    return TaskSpec(
+        task_id=task.task_id,
+        kind=task.kind,
+        upstream=tuple(task.upstream_ids),
+        trigger_rule=o["trigger_rule"],
+        retries=o["retries"],
+        retry_delay=float(o["retry_delay"]),
+        retry_exponential_backoff=bool(o["retry_exponential_backoff"]),
+        max_retry_delay=float(o["max_retry_delay"]),
+        execution_timeout=o["execution_timeout"],
+        depends_on_past=bool(o["depends_on_past"]),
+        priority_weight=int(o["priority_weight"]),
+        pool=o["pool"],
+        group=task.group,
+        data_inputs=tuple(task.data_inputs),
+        callbacks=tuple(event.value for name, event in TASK_CALLBACKS.items() if o[name]),
+        choice=getattr(task, "choice", None),
+        mapped=tuple(_map_source(n, v) for n, v in getattr(task, "mapped", {}).items()),
+        outlets=tuple(o["outlets"] or ()),
+        sensor=getattr(task, "sensor", None),
+    )
+
+
+def _map_source(name: str, value: Any) -> tuple[str, str | None, int | None]:
+    """What a mapped argument maps over, as the spec keeps it: an upstream task's output, or
+    a literal list of known length."""
+    if isinstance(value, TaskOutput):
+        return name, value.task.task_id, None
+    return name, None, len(value)
+
+
+def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
+    """Import and check one file, turning any failure into a ``DagFileError``."""
+    try:
+        specs = [build_spec(dag, path) for dag in import_file(path)]
+        _check_unique_ids(specs, path)
+        return specs, None
+    except DagFileError as exc:
+        return [], exc
+    except SyntaxError as exc:
+        if exc.filename == path:
+            return [], DagFileError(path, f"syntax error: {exc.msg}", exc.lineno)
+        where = f"{exc.filename}:{exc.lineno}" if exc.lineno else exc.filename
+        return [], DagFileError(path, f"syntax error in {where}: {exc.msg}", _line_in(path, exc))
+    except BaseException as exc:  # a DAG file may raise anything, SystemExit included
+        return [], DagFileError(path, _describe(exc), _line_in(path, exc))
+
+
+def _check_unique_ids(specs: list[DagSpec], path: str) -> None:
+    """One file defining a dag_id twice is a mistake (a loop, a copy), not a silent override."""
+    lines: dict[str, int | None] = {}
+    for spec in specs:
+        if spec.dag_id in lines:
+            raise DagFileError(
+                path,
+                f"DAG id '{spec.dag_id}' is defined twice in this file "
+                f"(lines {lines[spec.dag_id]} and {spec.line})",
+                spec.line,
+            )
+        lines[spec.dag_id] = spec.line
+
+
+def _describe(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+    name = type(exc).__name__
+    if isinstance(exc, MemoryError):
+        return f"MemoryError: the import needs more than DAGRUN_PARSE_MEMORY_MB={PARSE_MEMORY_MB}"
+    if name in ("DagDefinitionError", "ScheduleError"):
+        return text
+    return f"{name}: {text}" if text else name
+
+
+def _line_in(path: str, exc: BaseException) -> int | None:
+    """The deepest traceback line that lies in the DAG file itself."""
+    line = None
+    for frame in traceback.extract_tb(exc.__traceback__):
+        if frame.filename == path:
+            line = frame.lineno
+    return line
+
+
+@contextmanager
+def isolated(path: str) -> Iterator[list[str]]:
+    """Undo what importing ``path`` did to ``sys.path`` and ``sys.modules``.
+
+    Parse children and worker children import many files, so without this a second
+    ``import utils`` from another folder would get the first folder's cached ``utils``, and a
+    file could import helpers that only an earlier file's folder holds. Library modules stay
+    cached (fast). A worker runs each attempt inside this too, so a task that imports a
+    helper lazily finds its own folder's. The list it yields names, once the block is over,
+    the files of the modules imported meanwhile that are not Python's or installed
+    libraries: the file's helpers, whose edits must parse the file again.
+    """
+    folder = os.path.dirname(path)
+    saved_path = list(sys.path)
+    mark = _mark_modules()
+    sys.path.insert(0, folder)
+    helpers: list[str] = []
+    try:
+        yield helpers
+    finally:
+        sys.path[:] = saved_path
+        imported = _imported_since(mark)
+        helpers.extend(_helper_files(imported, path))
+        _forget(imported, path, folder + os.sep)
+
+
+_LIBRARIES = tuple(
+    {sysconfig.get_paths()[key] for key in ("stdlib", "platstdlib", "purelib", "platlib")}
+)
+
+
+def _helper_files(names: list[str], path: str) -> list[str]:
+    """The source files of the named modules, less ``path`` and Python's own and installed
+    libraries (a parse loads pandas once; it is not a helper)."""
+    files = []
+    for name in names:
+        origin = getattr(sys.modules.get(name), "__file__", None)
+        if origin and not origin.startswith(_LIBRARIES):
+            origin = os.path.abspath(origin)
+            if origin != path:
+                files.append(origin)
+    return files
+
+
+class _ModulesMark(NamedTuple):
+    """How many modules were imported, and the newest of them (name and module)."""
+
+    count: int
+    newest: str
+    module: object
+
+
+def _mark_modules() -> _ModulesMark:
+    """Remember where ``sys.modules`` ends. Imports add to that dict in order, so what follows
+    the mark later is what was imported since: no copy of its ~1000 names is needed, which
+    matters as every attempt of a worker runs in ``isolated``."""
+    newest = next(reversed(sys.modules))
+    return _ModulesMark(len(sys.modules), newest, sys.modules[newest])
+
+
+def _imported_since(mark: _ModulesMark) -> list[str]:
+    """The modules imported after ``mark``. If modules from before it were removed too, old
+    and new can no longer be told apart, and every module is returned (``_forget`` still
+    drops only the file's own and its folder's)."""
+    unchanged = len(sys.modules) == mark.count and next(reversed(sys.modules)) == mark.newest
+    if unchanged and sys.modules[mark.newest] is mark.module:
+        return []  # nothing imported: most attempts
+    names = list(sys.modules)
+    in_place = len(names) >= mark.count and names[mark.count - 1] == mark.newest
+    if in_place and sys.modules[mark.newest] is mark.module:
+        return names[mark.count :]
+    return names
+
+
+def _forget(names: list[str], path: str, folder: str) -> None:
+    """Drop the file's own module and the helpers imported from its folder (or below)."""
+    if not names:
+        return
+    own = module_name(path)
+    for name in names:
+        origin = getattr(sys.modules[name], "__file__", None) or ""
+        if name == own or origin.startswith(folder):
+            del sys.modules[name]
+
+
+#: Memory (heap and private mappings) an import may add to what the parse child starts with:
+#: a file whose import needs more is an import error, not a machine out of memory.
+PARSE_MEMORY_MB = int(os.environ.get("DAGRUN_PARSE_MEMORY_MB", "1024"))
+
+
+def limit_memory() -> None:
+    """Cap this process's memory at what it uses now plus ``PARSE_MEMORY_MB``."""
+    limit = _data_bytes() + PARSE_MEMORY_MB * 1024 * 1024
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_DATA, (limit, limit))
+
+
+def _data_bytes() -> int:
+    """This process's data size now (Linux: ``VmData``); 0 where it cannot be read."""
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmData:"):
+                return int(line.split()[1]) * 1024
+    return 0

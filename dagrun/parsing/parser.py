@@ -1,0 +1,217 @@
+"""DAG file discovery, and parsing files in child processes (``loader`` imports them).
+
+Each file is imported in a forked child process under a module name of its own, with its
+folder importable for helper modules, so a file that crashes, hangs or pollutes
+``sys.modules`` cannot hurt the caller or the other files. The child imports one file at a
+time and answers per file; if a file does not finish within the time limit the child is
+killed, the file is reported, and a fresh child carries on with the rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import multiprocessing
+import os
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection, wait
+from pathlib import Path
+
+from dagrun import processes
+from dagrun.errors import DagFileError
+from dagrun.parsing.spec import DagSpec
+
+DEFAULT_TIMEOUT = float(os.environ.get("DAGRUN_PARSE_TIMEOUT", "30"))
+
+
+@dataclass
+class FileResult:
+    """What importing one file produced: its DAGs, or the reason it failed."""
+
+    path: str
+    content_hash: str
+    dags: list[DagSpec] = field(default_factory=list)
+    error: DagFileError | None = None
+    depends_on: tuple[str, ...] = ()  # files (outside Python's own) its import loaded
+
+
+def discover(folder: str | os.PathLike) -> dict[str, str]:
+    """Every ``*.py`` below ``folder`` (hidden folders and caches skipped) -> content hash."""
+    return {path: file_hash(path) for path in _python_files(folder)}
+
+
+def _python_files(folder: str | os.PathLike) -> Iterator[str]:
+    """The absolute paths of the ``*.py`` files below ``folder``, in a stable order."""
+    root = Path(folder)
+    if not root.is_dir():
+        return
+    for dirpath, dirnames, filenames in os.walk(root):
+        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
+        for name in sorted(filenames):
+            if name.endswith(".py") and not name.startswith("."):
+                yield os.path.abspath(os.path.join(dirpath, name))
+
+
+def file_hash(path: str) -> str:
+    with open(path, "rb") as handle:
+        return hashlib.sha1(handle.read()).hexdigest()
+
+
+def _child(conn: Connection, parent_end: int, parent: int) -> None:
+    """Parse worker: import what building specs needs, then each path it is sent in turn,
+    sending (path, specs, error) for each. It dies with the command that forked it, in a
+    process group of its own that the command kills afterwards (with whatever a DAG file
+    started at import), and its memory is capped (``DAGRUN_PARSE_MEMORY_MB``)."""
+    os.close(parent_end)  # the pipe then ends when the command's end does
+    os.setpgrp()
+    processes.die_with_parent(parent=parent)
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, 1)
+    os.dup2(devnull, 2)
+    # Fresh streams: another thread of the forking process may have held the old ones'
+    # locks at the fork (a scheduler parses beside its worker's threads).
+    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives on
+    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives on
+    # Imported here, after the fork: a spare child loads the authoring API and networkx
+    # while its parent goes on importing the store.
+    import networkx  # noqa: F401 - what building a spec needs
+
+    from dagrun.parsing import loader
+
+    loader.limit_memory()
+    try:
+        paths = conn.recv()
+    except EOFError:
+        return
+    for path in paths:
+        with loader.isolated(path) as helpers:
+            specs, error = loader.load_file(path)
+        reason = (error.reason, error.line) if error else None
+        conn.send((path, [s.to_json() for s in specs], reason, helpers))
+
+
+class _ParseChild:
+    """A forked child importing a list of files in order; the parent times each file."""
+
+    def __init__(self) -> None:
+        ctx = multiprocessing.get_context("fork")
+        self.paths: list[str] = []
+        self.timeout = DEFAULT_TIMEOUT
+        self.deadline = float("inf")
+        self.conn, child_end = ctx.Pipe()
+        args = (child_end, self.conn.fileno(), os.getpid())
+        self.process = ctx.Process(target=_child, args=args, daemon=True)
+        self.process.start()
+        child_end.close()
+        self.owner = os.getpid()
+
+    def start(self, paths: list[str], timeout: float) -> _ParseChild:
+        self.paths, self.timeout = paths, timeout
+        self.deadline = time.monotonic() + timeout
+        self.conn.send(paths)
+        return self
+
+    @property
+    def current(self) -> str:
+        return self.paths[0]
+
+    def receive(self, hashes: dict[str, str]) -> tuple[FileResult, bool]:
+        """The current file's result, and whether the child lives on (it may have died)."""
+        path = self.paths.pop(0)
+        self.deadline = time.monotonic() + self.timeout
+        try:
+            _, specs, reason, helpers = self.conn.recv()
+        except EOFError:
+            error = DagFileError(path, f"import killed the parser ({_exit_reason(self.process)})")
+            processes.kill_group(self.process.pid)
+            return FileResult(path, hashes[path], error=error), False
+        error = DagFileError(path, *reason) if reason else None
+        specs = [DagSpec.from_wire(s) for s in specs]
+        return FileResult(path, hashes[path], specs, error, tuple(helpers)), True
+
+    def time_out(self, hashes: dict[str, str]) -> FileResult:
+        path = self.paths.pop(0)
+        error = DagFileError(path, f"import did not finish within {self.timeout:g} s")
+        return FileResult(path, hashes[path], error=error)
+
+    def close(self) -> None:
+        """End the child and its process group: what a DAG file forked at import dies too."""
+        processes.kill_group(self.process.pid)
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join()
+        self.conn.close()
+
+
+def parse_files(
+    paths: dict[str, str], timeout: float = DEFAULT_TIMEOUT, processes: int | None = None
+) -> dict[str, FileResult]:
+    """Import each file (path -> content hash) in child processes; never hangs past ``timeout``
+    per file. Files are shared round-robin among up to ``processes`` children (default: the
+    number of cores, at most 4); a child that crashes or hangs on a file is replaced."""
+    ordered = sorted(paths)
+    count = max(1, min(processes, len(ordered))) if processes else _share_count(len(ordered))
+    children = [_child_for(ordered[i::count], timeout) for i in range(count) if ordered[i::count]]
+    results: dict[str, FileResult] = {}
+    try:
+        while children:
+            wait_for = max(0.0, min(c.deadline for c in children) - time.monotonic())
+            ready = set(wait([c.conn for c in children], timeout=wait_for))
+            for child in list(children):
+                if child.conn in ready:
+                    result, alive = child.receive(paths)
+                elif time.monotonic() >= child.deadline:
+                    result, alive = child.time_out(paths), False
+                else:
+                    continue
+                results[result.path] = result
+                if alive and child.paths:
+                    continue
+                child.close()
+                children.remove(child)
+                if child.paths:
+                    children.append(_ParseChild().start(child.paths, timeout))
+    finally:
+        for child in children:
+            child.close()
+    return results
+
+
+_spares: list[_ParseChild] = []
+
+
+def prefork(folder: str | os.PathLike) -> None:
+    """Fork the parse children now, before this process imports the store: their imports
+    (networkx, the authoring API) then overlap the parent's (SQLAlchemy) on other cores, and
+    a command that parses changed files waits less. As many as a parse of ``folder`` would
+    use: a spare with no file to parse would only take a core from the command. Unused,
+    they end with this process."""
+    if not _spares:
+        files = sum(1 for _ in itertools.islice(_python_files(folder), _share_count()))
+        _spares.extend(_ParseChild() for _ in range(_share_count(files) if files else 0))
+
+
+def _share_count(files: int | None = None) -> int:
+    """Children a parse uses: one per core, at most 4, and no more than there are files."""
+    count = min(os.cpu_count() or 1, 4)
+    return count if files is None else max(1, min(count, files))
+
+
+def _child_for(paths: list[str], timeout: float) -> _ParseChild:
+    """A spare child if this process forked one, else a new child."""
+    while _spares:
+        child = _spares.pop()
+        if child.owner == os.getpid() and child.process.is_alive():
+            return child.start(paths, timeout)
+    return _ParseChild().start(paths, timeout)
+
+
+def _exit_reason(process) -> str:
+    process.join(1)
+    code = process.exitcode
+    if code is not None and code < 0:
+        return f"killed by signal {-code}"
+    return f"exit code {code}"

@@ -1,0 +1,273 @@
+"""Serialised DAGs: what the parser stores and what the scheduler and workers read.
+
+A ``DagSpec`` is plain data (JSON in the store), so the scheduler never imports user code
+and a worker only imports the one file whose task it runs. Tasks are kept in a stable
+topological order (definition order breaks ties), which every view of a DAG reuses.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field, fields, is_dataclass
+from datetime import datetime, timedelta
+from functools import cached_property
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import networkx as nx
+
+from dagrun.authoring.sensor_options import SensorSpec
+from dagrun.states import TriggerRule
+from dagrun.timing.timetable import DataInterval, Expansion, Timetable, make_timetable
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    task_id: str
+    kind: str
+    upstream: tuple[str, ...]
+    trigger_rule: str = TriggerRule.ALL_SUCCESS.value
+    retries: int = 0
+    retry_delay: float = 10.0
+    retry_exponential_backoff: bool = True
+    max_retry_delay: float = 600.0
+    execution_timeout: float | None = None
+    depends_on_past: bool = False
+    priority_weight: int = 1
+    pool: str | None = None
+    #: The task group it belongs to, as the ids of the nested groups joined by dots
+    #: (``outer.inner``); None outside any. Only views read it, to draw the groups.
+    group: str | None = None
+    data_inputs: tuple[str, ...] = ()
+    #: The events (``CallbackEvent`` values) this task has callbacks for.
+    callbacks: tuple[str, ...] = ()
+    #: ``"branch"`` or ``"short_circuit"`` for a task whose value picks its downstream.
+    choice: str | None = None
+    #: A mapped task's expanded arguments, each ``(argument, upstream task id or None,
+    #: length of a literal list or None)``; empty for a task that is not mapped.
+    mapped: tuple[tuple[str, str | None, int | None], ...] = ()
+    #: The assets a success of this task produces a partition of (``outlets``).
+    outlets: tuple[str, ...] = ()
+    #: A sensor's options (``@task.sensor``, ``dagrun.runtime.sensors``); None for other tasks.
+    sensor: SensorSpec | None = None
+
+    @property
+    def max_tries(self) -> int:
+        return self.retries + 1
+
+
+@dataclass(frozen=True)
+class DagSpec:
+    dag_id: str
+    fileloc: str
+    schedule: str | float | None
+    timezone: str
+    start_date: str | None
+    end_date: str | None
+    catchup: bool
+    max_active_runs: int
+    tasks: tuple[TaskSpec, ...]
+    tags: tuple[str, ...] = ()
+    description: str | None = None
+    is_paused_upon_creation: bool = False
+    spread_seconds: float | None = None
+    line: int | None = None
+    #: Declared params as ``{name: {"default": value, "schema": {...}, "description": str |
+    #: None}}``, with no ``"default"`` when the run's conf must give one (dagrun.authoring.params).
+    params: dict[str, dict] = field(default_factory=dict, compare=False)
+    #: A cron schedule's parsed fields, so readers of the spec need not import croniter.
+    cron: Expansion | None = None
+    #: Seconds a run may stay unfinished after it started before it is failed.
+    dagrun_timeout: float | None = None
+    #: Task instances of this DAG running at once, across its runs and all workers.
+    max_active_tasks: int | None = None
+    #: The run events (``CallbackEvent`` values) this DAG has callbacks for.
+    callbacks: tuple[str, ...] = ()
+    #: The assets the DAG is scheduled on: a run per partition key they all have.
+    assets: tuple[str, ...] = ()
+
+    @cached_property
+    def timetable(self) -> Timetable:
+        return make_timetable(
+            _schedule_value(self.schedule),
+            self.timezone,
+            self.start_date,
+            self.end_date,
+            self.cron,
+        )
+
+    @cached_property
+    def task_map(self) -> dict[str, TaskSpec]:
+        return {t.task_id: t for t in self.tasks}
+
+    @cached_property
+    def downstream(self) -> dict[str, tuple[str, ...]]:
+        """Each task's direct downstream tasks, in topological order: what may become ready
+        when it ends (``runs.advance_runs`` decides those only)."""
+        found: dict[str, list[str]] = {t.task_id: [] for t in self.tasks}
+        for t in self.tasks:
+            for up in t.upstream:
+                found[up].append(t.task_id)
+        return {task_id: tuple(ids) for task_id, ids in found.items()}
+
+    @cached_property
+    def position(self) -> dict[str, int]:
+        """Each task's place in ``tasks``, which is topological order."""
+        return {t.task_id: i for i, t in enumerate(self.tasks)}
+
+    @cached_property
+    def mapped_ids(self) -> frozenset[str]:
+        """The mapped tasks: readiness expands them instead of queueing them."""
+        return frozenset(t.task_id for t in self.tasks if t.mapped)
+
+    @cached_property
+    def choice_ids(self) -> frozenset[str]:
+        """The branch and short-circuit tasks, whose values readiness reads."""
+        return frozenset(t.task_id for t in self.tasks if t.choice)
+
+    @cached_property
+    def has_outlets(self) -> bool:
+        """Whether a task produces an asset: a group commit looks no further otherwise."""
+        return any(t.outlets for t in self.tasks)
+
+    @cached_property
+    def has_task_callbacks(self) -> bool:
+        """Whether any task has a callback: a group commit looks no further into the
+        outcomes of a DAG without one."""
+        return any(t.callbacks for t in self.tasks)
+
+    def next_interval(
+        self, cursor: datetime | None, now: datetime, latest_run: datetime | None = None
+    ) -> DataInterval | None:
+        """The interval of the next run the scheduler will really create (its logical date
+        is the start; it is due at the end): after its cursor (or from the start date) and
+        after ``latest_run``, the DAG's latest scheduled or backfilled run (a backfill ahead
+        of the cursor leaves nothing for the scheduler to create before it); with
+        catchup=False the latest complete interval when some were missed. ``dags list`` and
+        the web page both show this."""
+        if latest_run is not None:
+            past_latest = latest_run + timedelta(microseconds=1)
+            cursor = past_latest if cursor is None else max(cursor, past_latest)
+        if not self.catchup:
+            missed = self.timetable.due_intervals(cursor, now, catchup=False)
+            if missed:
+                return missed[0]
+        after = cursor - timedelta(microseconds=1) if cursor else None
+        return self.timetable.next_interval(after)
+
+    @property
+    def schedule_text(self) -> str:
+        """The schedule in words; for a DAG scheduled on assets, the assets it waits for."""
+        if self.assets:
+            text = "assets: " + ", ".join(self.assets)
+            return text if len(text) <= 250 else text[:246] + " ..."
+        return self.timetable.description
+
+    def graph(self) -> nx.DiGraph:
+        import networkx as nx
+
+        graph = nx.DiGraph()
+        graph.add_nodes_from(t.task_id for t in self.tasks)
+        graph.add_edges_from((up, t.task_id) for t in self.tasks for up in t.upstream)
+        return graph
+
+    def descendants(self, task_ids: set[str]) -> set[str]:
+        """The given tasks and everything downstream of them."""
+        found = set(task_ids)
+        for t in self.tasks:
+            if any(up in found for up in t.upstream):
+                found.add(t.task_id)
+        return found
+
+    def to_json(self) -> str:
+        """The spec as the registry stores it (keys sorted, so equal specs hash equal)."""
+        return self._json
+
+    @cached_property
+    def _json(self) -> str:
+        return json.dumps(_plain(self), sort_keys=True, default=str)
+
+    @classmethod
+    def from_wire(cls, text: str) -> DagSpec:
+        """A spec a parse child sent as its ``to_json`` text. The text is kept as the spec's
+        own, so the parent stores it without serialising the spec a second time."""
+        spec = cls.from_json(text)
+        spec.__dict__["_json"] = text
+        return spec
+
+    @classmethod
+    def from_json(cls, text: str) -> DagSpec:
+        data = json.loads(text)
+        tasks = tuple(
+            TaskSpec(
+                **{
+                    **t,
+                    "upstream": tuple(t["upstream"]),
+                    "data_inputs": tuple(t["data_inputs"]),
+                    "callbacks": tuple(t.get("callbacks", ())),
+                    "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
+                    "outlets": tuple(t.get("outlets", ())),
+                    "sensor": SensorSpec(*t["sensor"]) if t.get("sensor") else None,
+                }
+            )
+            for t in data.pop("tasks")
+        )
+        data["callbacks"] = tuple(data.get("callbacks", ()))
+        data["assets"] = tuple(data.get("assets", ()))
+        cron = data.get("cron")
+        if cron is not None:
+            data["cron"] = tuple(tuple(values) for values in cron)
+        data["params"] = {k: _declared(v) for k, v in data.get("params", {}).items()}
+        return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
+
+
+def _plain(value: Any) -> Any:
+    """Dataclasses, tuples and dicts as JSON-ready dicts and lists: what ``asdict`` gives,
+    without its deep copy of every leaf (a third of parsing a file went there)."""
+    if is_dataclass(value):
+        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    if isinstance(value, (list, tuple)):
+        return [_plain(item) for item in value]
+    if isinstance(value, dict):
+        return {key: _plain(item) for key, item in value.items()}
+    return value
+
+
+def _declared(param: Any) -> dict:
+    """A stored param in the declared form; a spec stored before ``Param`` existed holds
+    plain default values (its file has not changed since, so it was not parsed again)."""
+    if isinstance(param, dict) and "schema" in param:
+        return param
+    return {"default": param, "schema": {}, "description": None}
+
+
+def digest_of(spec_json: str) -> str:
+    """The hash stored beside a spec's JSON, so caches can tell specs apart cheaply."""
+    return hashlib.sha1(spec_json.encode()).hexdigest()
+
+
+_DECODED: dict[str, DagSpec] = {}
+
+
+def spec_from(spec_hash: str, spec_json: str) -> DagSpec:
+    """The spec stored as ``spec_json``, decoded once per process per ``spec_hash``: a tick
+    or a page reads every DAG's spec, and few of them change."""
+    found = _DECODED.get(spec_hash)
+    if found is None:
+        found = _DECODED[spec_hash] = DagSpec.from_json(spec_json)
+    return found
+
+
+def _schedule_value(schedule: str | float | None) -> str | timedelta | None:
+    if isinstance(schedule, int | float):
+        return timedelta(seconds=schedule)
+    return schedule
+
+
+def serialise_schedule(schedule: str | timedelta | None) -> str | float | None:
+    return schedule.total_seconds() if isinstance(schedule, timedelta) else schedule
+
+
+def iso_or_none(value: datetime | None) -> str | None:
+    return value.isoformat() if value is not None else None

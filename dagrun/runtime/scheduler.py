@@ -1,0 +1,316 @@
+"""The scheduler: turns timetables into runs and runs into queued work, in a loop of its own.
+
+Each tick refreshes DAGs from the parser (changed files only), then for every unpaused DAG,
+under that DAG's row lock (skipped if another scheduler holds it), creates the runs that are
+due, admits waiting runs within ``max_active_runs`` and starts admitted runs whose ``spread``
+delay has passed; then it sweeps the queue (retries due, expired leases). The date
+arithmetic is pure (``timetable``); the unique run key makes a double fire harmless; the
+cursor on the DAG row makes a crash mid-tick resume exactly.
+
+``SchedulerLoop`` ticks on its own thread (``dagrun scheduler`` beside its embedded worker)
+or in the foreground (``--workers 0``), so a slow parse never holds up claiming or leases.
+It rides out database outages like every long-running role.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from sqlalchemy import Connection
+
+from dagrun.errors import StoreConflict, StoreError
+from dagrun.parsing.spec import DagSpec
+from dagrun.runtime.dag_sync import sync_dags
+from dagrun.states import RunType
+from dagrun.store import Store, assets, operator_actions, pools, reads, registry, runs, upkeep
+from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
+from dagrun.store.outage import Backoff
+from dagrun.timing.instants import spread_offset
+
+log = logging.getLogger("dagrun.runtime.scheduler")
+
+Clock = Callable[[], datetime]
+#: Runs created per DAG per tick, so a DAG with years of catchup cannot stall a tick.
+MAX_CREATE_PER_TICK = 1000
+#: Runs one transaction admits and starts; past it, each further batch commits on its own.
+ADMIT_PER_COMMIT = 500
+_EPSILON = timedelta(microseconds=1)
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class TickReport:
+    created: dict[str, int] = field(default_factory=dict)
+    admitted: dict[str, int] = field(default_factory=dict)
+    started: dict[str, int] = field(default_factory=dict)
+    requeued: int = 0
+    reaped: int = 0
+
+    @property
+    def queued_work(self) -> bool:
+        """True when this tick may have queued tasks (so workers should claim now)."""
+        return bool(self.started or self.requeued or self.reaped)
+
+
+class Scheduler:
+    """Create, admit and start runs for every unpaused DAG; sweep retries and leases."""
+
+    def __init__(
+        self,
+        store: Store,
+        folder: str | None,
+        *,
+        clock: Clock = utc_now,
+        parse_interval: float = 5.0,
+        infra_budget: int = DEFAULT_INFRA_BUDGET,
+        upkeep: bool = True,
+    ):
+        self.store = store
+        self.folder = folder
+        self.clock = clock
+        self.parse_interval = parse_interval
+        self.infra_budget = infra_budget
+        #: Sweep the queue each tick; off beside an embedded worker, whose lease keeper
+        #: already does it (on a thread a slow parse cannot hold up).
+        self.upkeep = upkeep
+        self.specs = registry.SpecCache()
+        self._last_parse = float("-inf")
+        self._holds: dict[str, str] = {}
+        self._warned_pools: set[str] = set()
+        self._reap_after = 0.0
+
+    def hold_reaping(self, seconds: float) -> None:
+        """Reap no leases for ``seconds`` (the database just came back: workers cut off
+        with this scheduler renew their leases before anyone takes them away)."""
+        self._reap_after = time.monotonic() + seconds
+
+    def tick(self) -> TickReport:
+        report = TickReport()
+        self._refresh_dags()
+        with self.store.read() as conn:
+            dags = reads.active_dags(conn)
+        for row in dags:
+            try:
+                self._schedule_dag(row.dag_id, report)
+            except StoreConflict as exc:  # another scheduler or a worker won a race
+                log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
+        if self.upkeep:
+            reap = time.monotonic() >= self._reap_after
+            swept = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
+            report.requeued, report.reaped = swept.requeued, len(swept.reaped)
+        with self.store.read() as conn:
+            self._warn_missing_pools(pools.missing_pools(conn))
+        return report
+
+    def _warn_missing_pools(self, names: list[str]) -> None:
+        for name in names:
+            if name not in self._warned_pools:
+                self._warned_pools.add(name)
+                log.warning(
+                    "tasks wait for pool '%s', which does not exist: create it with "
+                    "`dagrun pools set %s SLOTS`",
+                    name,
+                    name,
+                )
+
+    def admit_after(self, conn: Connection, completion: Completion, now: datetime) -> None:
+        """A worker's commit hook: runs just ended, so admit and start the next runs of
+        their (unpaused) DAGs in the same transaction, and the worker claims their first
+        tasks in it too."""
+        dag_ids = {o.dag_id for o in completion.accepted if o.run_pk in completion.finished_runs}
+        for dag_id in sorted(dag_ids):
+            row = reads.get_dag(conn, dag_id, active=False)
+            if row.is_active and not row.is_paused:
+                runs.admit_and_start(conn, row.spec, now)
+
+    def _refresh_dags(self) -> None:
+        if self.folder is None or time.monotonic() - self._last_parse < self.parse_interval:
+            return
+        self._last_parse = time.monotonic()
+        result = sync_dags(self.store, self.folder)
+        for path in result.parsed:
+            log.info("parsed %s", path)
+
+    def _schedule_dag(self, dag_id: str, report: TickReport) -> None:
+        now = self.clock()
+        with self.store.write() as conn:
+            if not runs.lock_dag(conn, dag_id, skip_locked=True):
+                return
+            row = reads.get_dag(conn, dag_id)
+            if row.is_paused:
+                self._hold(dag_id, "paused")
+                return
+            spec = row.spec
+            timed_out = operator_actions.time_out_runs(conn, spec, now)
+            created = self._create_due_runs(conn, spec, row.cursor, now)
+            created += self._run_for_assets(conn, spec, now)
+            admitted, started = _admit_and_start(conn, spec, now)
+            waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id, now)
+        if len(admitted) == ADMIT_PER_COMMIT:
+            more_admitted, more_started = self._admit_the_rest(spec, now)
+            admitted, started = admitted + more_admitted, started + more_started
+        if timed_out:
+            log.warning(
+                "%s: failed %d run(s) past dagrun_timeout=%gs",
+                dag_id,
+                timed_out,
+                spec.dagrun_timeout,
+            )
+        if created:
+            report.created[dag_id] = created
+            log.info("%s: created %d run(s)", dag_id, created)
+        if admitted:
+            report.admitted[dag_id] = len(admitted)
+        if started:
+            report.started[dag_id] = len(started)
+            log.info("%s: started %d run(s)", dag_id, len(started))
+        if waiting:
+            self._hold(dag_id, f"{waiting} run(s) wait for max_active_runs={spec.max_active_runs}")
+        else:
+            self._holds.pop(dag_id, None)
+
+    def _admit_the_rest(self, spec: DagSpec, now: datetime) -> tuple[list[int], list[int]]:
+        """After a full batch, admit and start the next batches, a commit each: workers
+        start on the first runs while the rest are admitted (50,000 runs due at once made
+        one transaction, and no task began for 7 s)."""
+        admitted: list[int] = []
+        started: list[int] = []
+        while True:
+            with self.store.write() as conn:
+                if not runs.lock_dag(conn, spec.dag_id, skip_locked=True):
+                    break
+                batch, begun = _admit_and_start(conn, spec, now)
+            admitted += batch
+            started += begun
+            if len(batch) < ADMIT_PER_COMMIT:
+                break
+        return admitted, started
+
+    def _create_due_runs(self, conn, spec: DagSpec, cursor: datetime | None, now: datetime) -> int:
+        """Create the runs that fell due. Without catchup the backlog is bounded: no run is
+        created while the DAG has ``max_active_runs`` runs queued or running; the latest due
+        interval is created once a slot frees (the cursor stays, so it is found then)."""
+        tt = spec.timetable
+        if not tt.schedulable:
+            return 0
+        if not spec.catchup and runs.count_active_runs(conn, spec.dag_id) >= spec.max_active_runs:
+            return 0
+        due = tt.due_intervals(cursor, now, spec.catchup)[:MAX_CREATE_PER_TICK]
+        if not due:
+            return 0
+        delay = (
+            spread_offset(spec.dag_id, timedelta(seconds=spec.spread_seconds))
+            if spec.spread_seconds
+            else timedelta(0)
+        )
+        created = runs.create_runs(conn, spec, due, RunType.SCHEDULED, now, delay)
+        runs.set_cursor(conn, spec.dag_id, due[-1].start + _EPSILON)
+        return created
+
+    def _run_for_assets(self, conn: Connection, spec: DagSpec, now: datetime) -> int:
+        """An asset-scheduled DAG: a run per partition key its assets all have new events
+        for, or a re-run of the key's finished run when a partition really changed (as
+        ``clear`` would). Returns the runs made."""
+        if not spec.assets:
+            return 0
+        found = assets.look(conn, spec)
+        for due in found.due:
+            if due.run_pk is None:
+                runs.create_runs(conn, spec, [due.interval], RunType.ASSET, now)
+                log.info("%s: run for %s (its assets have a partition)", spec.dag_id, due.key)
+            else:
+                operator_actions.clear_runs(conn, spec, {due.run_pk: None}, now)
+                log.info("%s: %s runs again (an asset's partition changed)", spec.dag_id, due.key)
+        for due in [*found.due, *found.settled]:
+            assets.consume(conn, spec, due, now)
+        if found.cursor is not None:
+            assets.move_cursor(conn, spec, found.cursor)
+        return sum(1 for due in found.due if due.run_pk is None)
+
+    def _hold(self, dag_id: str, reason: str) -> None:
+        """Log why a DAG's runs are held back, once per change of reason."""
+        if self._holds.get(dag_id) != reason:
+            self._holds[dag_id] = reason
+            log.info("%s: holding runs: %s", dag_id, reason)
+
+
+class SchedulerLoop:
+    """Tick the scheduler every ``interval`` seconds, or at once when woken, until stopped.
+
+    ``on_queued_work`` is told when a tick queued tasks (the embedded worker claims them at
+    once); ``on_fatal`` gets an error the loop cannot ride out (the database away past its
+    limit), else ``run`` raises it.
+    """
+
+    def __init__(
+        self,
+        scheduler: Scheduler,
+        interval: float,
+        *,
+        on_queued_work: Callable[[], None] | None = None,
+        on_fatal: Callable[[BaseException], None] | None = None,
+    ) -> None:
+        self.scheduler = scheduler
+        self.interval = interval
+        self.on_queued_work = on_queued_work
+        self.on_fatal = on_fatal
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def stop(self) -> None:
+        """Stop after the current tick (signal- and thread-safe)."""
+        self._stop.set()
+
+    def start(self) -> None:
+        """Tick on a thread of its own."""
+        self._thread = threading.Thread(target=self.run, name="dagrun-scheduler", daemon=True)
+        self._thread.start()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        backoff = Backoff()
+        health = self.scheduler.store.health
+        wait = 0.0
+        while not self._stop.wait(wait):
+            started = time.monotonic()
+            try:
+                report = self.scheduler.tick()
+            except StoreError as exc:
+                wait = backoff.next()
+                self.scheduler.hold_reaping(DEFAULT_LEASE_SECONDS)
+                try:
+                    if health is not None:
+                        health.check()
+                except StoreError as fatal:
+                    self._give_up(fatal)
+                    return
+                if health is None:
+                    log.warning("tick failed, retrying: %s", exc)
+                continue
+            backoff.reset()
+            if report.queued_work and self.on_queued_work is not None:
+                self.on_queued_work()
+            wait = max(0.0, self.interval - (time.monotonic() - started))
+
+    def _give_up(self, error: BaseException) -> None:
+        if self.on_fatal is None:
+            raise error
+        self.on_fatal(error)
+
+
+def _admit_and_start(conn: Connection, spec: DagSpec, now: datetime) -> tuple[list[int], list[int]]:
+    """One batch: waiting runs admitted within ``max_active_runs`` (at most
+    ``ADMIT_PER_COMMIT``), then the queued runs due to start started."""
+    admitted = runs.admit_runs(conn, spec, spec.max_active_runs, now, limit=ADMIT_PER_COMMIT)
+    return admitted, runs.start_runs(conn, spec, now)

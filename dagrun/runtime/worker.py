@@ -1,0 +1,573 @@
+"""The worker: claim ready task instances, run them in child processes, record outcomes.
+
+One loop does claim -> run -> complete and nothing else. Each turn collects finished
+attempts, hands buffered claims to idle children at once, and then, in a single short
+transaction, records every outcome (fenced), advances the affected runs (queueing tasks
+whose upstreams just finished) and claims the next batch. That group commit is what makes
+small tasks cheap; holding a small buffer of claims keeps children busy while it runs.
+
+Leases are kept on a thread of their own (``leases.LeaseKeeper``): it extends them about
+every third of their length and sweeps the queue (retries due, leases expired), so no slow
+step of the loop, and nothing another role does in this process, can make a healthy attempt
+lose its lease. A lost lease turns the attempt's eventual result into a stale record.
+
+The database may go away: the loop then stops claiming, keeps its children running and
+their results, and records them once the database is back (fenced, so a lease that expired
+meanwhile is an ordinary stale completion); past ``DAGRUN_DB_OUTAGE_SECONDS`` it gives up.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import gc
+import logging
+import os
+import socket
+import threading
+import time
+import uuid
+from collections import deque
+from collections.abc import Callable, Collection
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+from sqlalchemy import Connection
+
+from dagrun.errors import StoreError
+from dagrun.parsing.spec import DagSpec
+from dagrun.runtime.attempt_pool import Job, Pool
+from dagrun.runtime.callback_runner import CallbackRequest
+from dagrun.runtime.leases import LeaseKeeper
+from dagrun.runtime.runner import AttemptRequest, AttemptResult
+from dagrun.states import AttemptOutcome
+from dagrun.store import Store, attempts, callbacks, registry
+from dagrun.store.attempts import Claim, Completion, Outcome
+from dagrun.store.callbacks import CallbackClaim, CallbackEnd
+from dagrun.store.engine import Listener, dagrun_home
+from dagrun.store.outage import Backoff
+
+log = logging.getLogger("dagrun.runtime.worker")
+
+#: Called inside the group commit that finished runs, before the next claim: the one place
+#: a worker lets another role act (a backfill admits its next runs there, so their first
+#: tasks are claimed in the same transaction).
+CommitHook = Callable[[Connection, Completion, datetime], None]
+
+
+@dataclass
+class WorkerStats:
+    claimed: int = 0
+    succeeded: int = 0
+    failed: int = 0
+    retried: int = 0
+    stale: int = 0
+    released: int = 0
+    finished_runs: int = 0
+    #: Sensors' pokes that found their condition unmet (their attempts neither succeeded
+    #: nor failed).
+    rescheduled: int = 0
+
+    def add(self, completion: Completion) -> None:
+        self.rescheduled += len(completion.rescheduled)
+        for outcome in completion.accepted:
+            if outcome.outcome == AttemptOutcome.SUCCESS:
+                self.succeeded += 1
+            elif outcome.outcome != AttemptOutcome.RESCHEDULED:
+                self.failed += 1
+        self.retried += len(completion.retrying)
+        self.stale += len(completion.stale)
+        self.finished_runs += len(completion.finished_runs)
+
+
+@dataclass
+class WorkerOptions:
+    concurrency: int = os.cpu_count() or 2
+    lease_seconds: float = attempts.DEFAULT_LEASE_SECONDS
+    poll_interval: float = 1.0
+    sweep_interval: float = 1.0
+    grace: float = 30.0
+    log_dir: Path = field(default_factory=lambda: dagrun_home() / "logs")
+    infra_budget: int = attempts.DEFAULT_INFRA_BUDGET
+    prefetch: int = 32
+    batch_delay: float = 0.01
+    short_task: float = 0.05
+    #: How long a shell attempt an operator stopped (cancel, mark) has after SIGTERM.
+    stop_grace: float = 10.0
+    #: How long one event's callbacks may run before they are killed.
+    callback_timeout: float = float(os.environ.get("DAGRUN_CALLBACK_TIMEOUT", "30"))
+    #: DAG files the worker's children import as they start (see ``children.Pool``).
+    preload: tuple[str, ...] = ()
+
+
+class Worker:
+    """Claims and runs task instances until ``stop()``."""
+
+    def __init__(
+        self,
+        store: Store,
+        options: WorkerOptions | None = None,
+        *,
+        on_commit: CommitHook | None = None,
+        scope: Callable[[], Collection[int]] | None = None,
+        callback_scope: Callable[[], Collection[int]] | None = None,
+    ):
+        self.store = store
+        self.options = options or WorkerOptions()
+        self.owner = f"{socket.gethostname()}:{os.getpid()}:{uuid.uuid4().hex[:8]}"
+        self.on_commit = on_commit
+        self.scope = scope
+        self.callback_scope = callback_scope or scope
+        self.stats = WorkerStats()
+        self.specs = registry.SpecCache()
+        self.leases = LeaseKeeper(
+            store,
+            self.owner,
+            self.specs,
+            lease_seconds=self.options.lease_seconds,
+            sweep_interval=self.options.sweep_interval,
+            infra_budget=self.options.infra_budget,
+            wake=self.wake,
+            fail=self.fail,
+            relisten=self._relisten,
+            stop_attempts=self.stop_attempts,
+        )
+        self._taken: set[tuple[int, int]] = set()
+        self._taken_lock = threading.Lock()
+        self._runs: dict[int, object] = {}
+        self._buffer: deque[Job] = deque()
+        self._finished: list[tuple[Job, AttemptResult]] = []
+        self._typical_seconds: float | None = None
+        self._task_seconds: dict[tuple[str, str], float] = {}
+        self._stopping = False
+        self._hurry = False
+        self._fatal: BaseException | None = None
+        self._wake = True
+        self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._listener: Listener | None = None
+        self._listen_tried = float("-inf")
+        self._backoff = Backoff()
+        self._retry_at = 0.0
+        self._infra_seen: set[str] = set()
+        self._callbacks_due = 0.0  # when to look for other processes' callback events
+
+    # ------------------------------------------------------------ control, from any thread
+
+    def stop(self) -> None:
+        """Stop claiming; running attempts get the grace period to finish (signal-safe).
+        A second call ends the grace period at once (a second Ctrl-C)."""
+        if self._stopping:
+            self._hurry = True
+        self._stopping = True
+        self.wake()
+
+    def wake(self) -> None:
+        """Claim now rather than at the next poll: work was queued (thread- and
+        signal-safe)."""
+        with contextlib.suppress(BlockingIOError, OSError):
+            os.write(self._wake_w, b"!")
+
+    def stop_attempts(self, leases: set[tuple[int, int]]) -> None:
+        """From the lease keeper: an operator took these attempts away (cancel, mark);
+        stop them (thread-safe)."""
+        with self._taken_lock:
+            self._taken |= leases
+        self.wake()
+
+    def fail(self, error: BaseException) -> None:
+        """A thread serving this worker hit an error it cannot ride out: stop, and have
+        ``run`` raise it."""
+        if self._fatal is None:
+            self._fatal = error
+        self._hurry = True
+        self.stop()
+
+    def __del__(self) -> None:
+        # The wake-up pipe lives as long as the worker: threads that may still call
+        # ``wake`` hold a reference, so it is never written after it is closed.
+        for fd in (getattr(self, "_wake_r", None), getattr(self, "_wake_w", None)):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> WorkerStats:
+        # Everything imported so far lives as long as the process: out of the collector's
+        # sight, full collections stay cheap in the busy loop, and forked children share
+        # those pages instead of copying them when the collector touches them.
+        gc.freeze()
+        options = self.options
+        pool = Pool(options.concurrency, str(options.log_dir), options.stop_grace, options.preload)
+        self._listen()
+        self.leases.start()
+        log.info("worker %s started with %d child processes", self.owner, pool.size)
+        try:
+            self._loop(pool)
+            self._shutdown(pool)
+        finally:
+            self.leases.stop()
+            pool.close()
+            if self._listener is not None:
+                self._listener.close()
+        if self._fatal is not None:
+            raise self._fatal
+        return self.stats
+
+    def _loop(self, pool: Pool) -> None:
+        last_poll = 0.0
+        while not self._stopping:
+            self._collect(pool, self._wait_time(pool, last_poll))
+            self._dispatch(pool)
+            polling = time.monotonic() - last_poll >= self.options.poll_interval
+            due = self._wake or self._commit_due(pool) or (polling and self._room(pool))
+            if due and time.monotonic() >= self._retry_at:
+                self._wake = False
+                last_poll = time.monotonic()
+                self._step(pool)
+                self._dispatch(pool)
+        self._step(pool)
+
+    def _collect(self, pool: Pool, timeout: float) -> None:
+        """Gather ended attempts; jobs a crashed child never started go back to the front
+        of the buffer. A wake-up (work queued, a stop) or, on PostgreSQL, a notification
+        ends the wait early."""
+        wake = [self._wake_r]
+        if self._listener is not None:
+            wake.append(self._listener.fileno())
+        self._finished.extend(pool.collect(timeout, wake))
+        self._buffer.extendleft(reversed(pool.returned()))
+        with contextlib.suppress(BlockingIOError):
+            if os.read(self._wake_r, 4096):
+                self._wake = True
+        self._stop_taken(pool)
+        if self._heard_work() and not self._buffer and pool.has_room(1):
+            self._wake = True
+
+    def _stop_taken(self, pool: Pool) -> None:
+        """Drop the taken attempts not started yet and have the pool stop the others."""
+        with self._taken_lock:
+            taken, self._taken = self._taken, set()
+        if not taken:
+            return
+        kept = [job for job in self._buffer if _lease(job) not in taken or _is_callback(job)]
+        dropped = len(self._buffer) - len(kept)
+        self._buffer = deque(kept)
+        for job in pool.jobs():
+            job.taken = job.taken or (not _is_callback(job) and _lease(job) in taken)
+        log.info(
+            "stopping %d attempt(s) an operator cancelled or marked (%d not started yet)",
+            len(taken),
+            dropped,
+        )
+
+    def _heard_work(self) -> bool:
+        if self._listener is None:
+            return False
+        try:
+            return self._listener.heard()
+        except Exception as exc:  # any driver error: poll, and listen again later
+            log.warning("stopped listening for queued work, polling meanwhile: %s", exc)
+            self._listener.close()
+            self._listener = None
+            return False
+
+    def _relisten(self) -> None:
+        """From the lease keeper's thread once the database answers after an outage (where
+        a slow connect holds up nothing): listen again, then claim what was missed."""
+        if self._listener is None and self.store.caps.notifies:
+            self._listen()
+            if self._listener is not None:
+                self.wake()
+
+    def _listen(self) -> None:
+        """(Re)open the LISTEN connection, at most every few seconds: at start, and from the
+        lease keeper's thread after an outage."""
+        if self._listener is None and time.monotonic() - self._listen_tried > 5:
+            self._listen_tried = time.monotonic()
+            self._listener = self.store.listen()
+
+    def _commit_due(self, pool: Pool) -> bool:
+        """Group commit: record finished attempts once children run short of buffered work,
+        enough results have gathered, or the oldest has waited ``batch_delay``."""
+        if not self._finished:
+            return False
+        return (
+            len(self._buffer) + pool.waiting() < pool.size
+            or len(self._finished) >= pool.size * self._depth() // 2
+            or time.monotonic() - self._finished_since() >= self.options.batch_delay
+        )
+
+    def _finished_since(self) -> float:
+        return min(job.ended for job, _ in self._finished)
+
+    def _wait_time(self, pool: Pool, last_poll: float) -> float:
+        now = time.monotonic()
+        limits = [self.options.poll_interval]
+        deadline = pool.next_deadline()
+        if deadline is not None:
+            limits.append(deadline - now)
+        if self._retry_at > now:  # the last commit failed: wait for results or the retry
+            return max(0.0, min(self._retry_at - now, *limits))
+        if self._wake or (self._buffer and pool.has_room(self._inbox())):
+            return 0.0
+        wait = self.options.poll_interval - (now - last_poll)
+        if self._finished:
+            wait = min(wait, self._finished_since() + self.options.batch_delay - now)
+        return max(0.0, min(wait, *limits))
+
+    def _room(self, pool: Pool) -> int:
+        """How many more claims to take: enough to keep every child busy while the next
+        group commit runs."""
+        return max(0, self._depth() * pool.size - len(pool.jobs()) - len(self._buffer))
+
+    def _depth(self) -> int:
+        """Claims per child. Short tasks get a deep buffer (``prefetch``), so one commit
+        serves many of them; long tasks get one each, so a worker never sits on queued
+        work that another worker could start now. A new worker knows neither yet: one."""
+        typical = self._typical_seconds
+        return (
+            self.options.prefetch
+            if typical is not None and typical < self.options.short_task
+            else 1
+        )
+
+    def _inbox(self) -> int:
+        """Jobs per message to a child: a quarter of the claims it may hold, so short tasks
+        share a pipe round trip and long ones go one at a time."""
+        return max(1, self._depth() // 4)
+
+    def _learn(self, finished: list[tuple[Job, AttemptResult]]) -> None:
+        """Keep moving averages of how long attempts take: overall (how deep to prefetch)
+        and per task (which jobs may wait behind others in a child's inbox)."""
+        for job, result in finished:
+            typical = result.duration if self._typical_seconds is None else self._typical_seconds
+            self._typical_seconds = typical + 0.2 * (result.duration - typical)
+            key = (job.request.dag_id, job.request.task_id)
+            before = self._task_seconds.get(key, result.duration)
+            self._task_seconds[key] = before + 0.5 * (result.duration - before)
+
+    def _is_short(self, dag_id: str, task_id: str) -> bool:
+        seconds = self._task_seconds.get((dag_id, task_id))
+        return seconds is not None and seconds < self.options.short_task
+
+    def _step(self, pool: Pool) -> None:
+        """One group commit: record finished attempts, advance runs, claim more work.
+
+        A database error rolls the whole commit back; the finished attempts are kept and
+        recorded at a later turn, after a backoff, while the children run on. Claiming
+        stops meanwhile. Past the outage limit the worker gives up (``OutageTooLong``).
+        """
+        everything, self._finished = self._finished, []
+        finished = [(job, result) for job, result in everything if not _is_callback(job)]
+        delivered = [_delivery(job, result) for job, result in everything if _is_callback(job)]
+        outcomes = [_outcome(job, result) for job, result in finished]
+        ended = [_lease(j) for j, _ in finished]
+        self.leases.forget(ended)  # before the commit: a lease is never "lost" by ending
+        try:
+            completion, claims, jobs = self._commit(pool, outcomes, delivered)
+        except StoreError as exc:
+            self.leases.hold(ended)
+            self._finished = everything + self._finished
+            self._retry_at = time.monotonic() + self._backoff.next()
+            if self.store.health is not None:
+                self.store.health.check()
+            if self.store.health is None or not self.store.health.down:
+                log.warning("group commit rolled back, will retry: %s", exc)
+            return
+        self._backoff.reset()
+        self._learn(finished)
+        calls = [job for job in jobs if _is_callback(job)]
+        attempts_ = [job for job in jobs if not _is_callback(job)]
+        self.leases.hold([_lease(j) for j in attempts_])
+        self._buffer.extendleft(reversed(calls))  # first: a child is kept free for them
+        self._buffer.extend(attempts_)
+        self.stats.claimed += len(claims)
+        self.stats.add(completion)
+        self._report(completion)
+
+    def _commit(self, pool: Pool, outcomes: list[Outcome], delivered: list[CallbackEnd]):
+        with self.store.write() as conn:
+            now = self.store.now(conn)
+            spec_for = self.specs.bound(conn)
+            completion = attempts.complete(
+                conn, self.owner, outcomes, spec_for, now, self.options.infra_budget
+            )
+            callbacks.finish(conn, self.owner, delivered, now)
+            for run_pk in completion.finished_runs:  # the cache keeps what is running
+                self._runs.pop(run_pk, None)
+            if completion.finished_runs and self.on_commit is not None:
+                self.on_commit(conn, completion, now)
+            room = 0 if self._stopping else self._room(pool)
+            claims = attempts.claim(
+                conn,
+                self.owner,
+                room,
+                self.options.lease_seconds,
+                now,
+                self._runs,
+                None if self.scope is None else self.scope(),
+            )
+            jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
+            calls = self._claim_callbacks(conn, pool, completion, now)
+            jobs += [self._callback_job(c, spec_for(c.dag_id)) for c in calls]
+        return completion, claims, jobs
+
+    def _claim_callbacks(
+        self, conn: Connection, pool: Pool, completion: Completion, now: datetime
+    ) -> list[CallbackClaim]:
+        """Take pending callback events for the idle children: at once when this commit
+        wrote some, else at most once a poll interval (other processes write them too).
+        Held for their time limit and a lease's margin, and never extended: a child is free
+        for each, so each starts at once."""
+        if self._stopping or not (completion.callbacks or time.monotonic() >= self._callbacks_due):
+            return []
+        idle = sum(1 for child in pool.children if not child.inbox)
+        room = max(0, idle - sum(1 for job in self._buffer if _is_callback(job)))
+        hold = self.options.callback_timeout + self.options.lease_seconds
+        scope = None if self.callback_scope is None else self.callback_scope()
+        calls = callbacks.claim(conn, self.owner, room, hold, now, scope)
+        more = room > 0 and len(calls) == room  # maybe more pending: look at the next commit
+        self._callbacks_due = 0.0 if more else time.monotonic() + self.options.poll_interval
+        return calls
+
+    def _report(self, completion: Completion) -> None:
+        """One line per stale result, and one per kind of infrastructure failure."""
+        for outcome in completion.stale:
+            log.warning(
+                "discarded stale result of task instance %s (fence %s)",
+                outcome.ti_id,
+                outcome.fence_token,
+            )
+        for outcome in completion.accepted:
+            if outcome.outcome == AttemptOutcome.INFRA_FAILED:
+                problem = (outcome.error or "").split(":")[0]
+                if problem not in self._infra_seen:
+                    self._infra_seen.add(problem)
+                    log.warning(
+                        "attempts cannot run here: %s; their tasks wait and try again "
+                        "(infrastructure budget %d per task)",
+                        outcome.error,
+                        self.options.infra_budget,
+                    )
+
+    def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
+        task = spec.task_map[claim.task_id]
+        inputs = attempts.upstream_values(conn, claim.run_pk, task.data_inputs)
+        request = AttemptRequest(**self._request_fields(claim, spec), inputs=inputs)
+        short = self._is_short(claim.dag_id, claim.task_id)
+        return Job(request, task.execution_timeout, payload=claim, short=short)
+
+    def _callback_job(self, claim: CallbackClaim, spec: DagSpec) -> Job:
+        request = CallbackRequest(
+            **self._request_fields(claim, spec), id=claim.id, event=claim.event, error=claim.error
+        )
+        return Job(
+            request,
+            self.options.callback_timeout,
+            payload=claim,
+            timeout_name="DAGRUN_CALLBACK_TIMEOUT",
+        )
+
+    def _request_fields(self, claim: Claim | CallbackClaim, spec: DagSpec) -> dict:
+        """What a child needs of a claim, an attempt's or a callback's: the same fields."""
+        return {
+            "dag_id": claim.dag_id,
+            "task_id": claim.task_id,
+            "fileloc": spec.fileloc,
+            "timezone": spec.timezone,
+            "run_id": claim.run_id,
+            "logical_date": claim.logical_date,
+            "data_interval_start": claim.data_interval_start,
+            "data_interval_end": claim.data_interval_end,
+            "try_number": claim.try_number,
+            "fence_token": claim.fence_token,
+            "ti_id": claim.ti_id,
+            "map_index": claim.map_index,
+            "conf": claim.conf,
+            "log_dir": str(self.options.log_dir),
+            "db_url": self.store.url,
+        }
+
+    def _dispatch(self, pool: Pool) -> None:
+        """Start buffered attempts, unless the last commit failed (the database may be
+        away: nothing new starts whose lease could not be kept)."""
+        if self._buffer and time.monotonic() >= self._retry_at:
+            pool.dispatch(self._buffer, self._inbox())
+
+    # ------------------------------------------------------------ shutdown
+
+    def _shutdown(self, pool: Pool) -> None:
+        """Release unstarted claims now; give running attempts the grace period, then kill."""
+        self._release_buffer()
+        deadline = time.monotonic() + self.options.grace
+        if pool.busy() and not self._hurry:
+            log.info(
+                "waiting up to %.0f s for %d running attempt(s)",
+                self.options.grace,
+                len(pool.busy()),
+            )
+        while pool.busy() and time.monotonic() < deadline and not self._hurry:
+            self._collect(pool, min(1.0, max(0.0, deadline - time.monotonic())))
+            self._release_buffer()
+            if self._finished and time.monotonic() >= self._retry_at:
+                self._step(pool)
+        killed = pool.kill_busy()
+        if killed and self._fatal is None:
+            self._release(killed, "worker stopped: grace period over")
+
+    def _release_buffer(self) -> None:
+        if self._buffer and self._fatal is None:
+            self._release(list(self._buffer), "worker stopping before start")
+        self._buffer.clear()
+
+    def _release(self, jobs: list[Job], reason: str) -> None:
+        """Give claims back: attempts to the queue, callback events not started to the
+        outbox; a callback killed while it ran ends failed (it may have fired)."""
+        leases = [_lease(j) for j in jobs if not _is_callback(j)]
+        calls = [j.payload.id for j in jobs if _is_callback(j) and not j.started]
+        killed = [
+            CallbackEnd(j.payload.id, False, reason) for j in jobs if _is_callback(j) and j.started
+        ]
+        if not (leases or calls or killed):
+            return
+        try:
+            with self.store.write() as conn:
+                now = self.store.now(conn)
+                count = attempts.release(conn, self.owner, leases, now, reason)
+                callbacks.release(conn, self.owner, calls)
+                callbacks.finish(conn, self.owner, killed, now)
+        except StoreError as exc:
+            log.warning(
+                "could not release %d task instance(s); their leases expire: %s", len(leases), exc
+            )
+            return
+        self.leases.forget(leases)
+        self.stats.released += count
+        if count:
+            log.info("released %d task instance(s) back to the queue", count)
+
+
+def _lease(job: Job) -> tuple[int, int]:
+    return job.payload.ti_id, job.payload.fence_token
+
+
+def _is_callback(job: Job) -> bool:
+    return isinstance(job.payload, CallbackClaim)
+
+
+def _delivery(job: Job, result: AttemptResult) -> CallbackEnd:
+    """How a callback job ended, for the outbox."""
+    sent = result.outcome == AttemptOutcome.SUCCESS
+    return CallbackEnd(job.payload.id, sent, None if sent else result.error, result.log)
+
+
+def _outcome(job: Job, result: AttemptResult) -> Outcome:
+    return Outcome.of(
+        job.payload,
+        result.outcome,
+        error=result.error,
+        return_value=result.return_value,
+        duration=result.duration,
+        log=result.log,
+    )

@@ -1,0 +1,335 @@
+"""Tests for dagrun.runtime.dag_sync: keeping the store's DAG registry in step with the dags
+folder."""
+
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from dagrun.errors import DagNotFound
+from dagrun.runtime.dag_sync import sync_dags
+from dagrun.store import Store, reads, registry
+from tests.helpers import write_dag
+
+
+def counting_dag(dag_id: str, counter: Path, extra: str = "") -> str:
+    """A DAG file that appends its dag_id to ``counter`` each time it is imported."""
+    return f"""
+        from dagrun import DAG, BashTask
+
+        with open({str(counter)!r}, "a") as handle:
+            handle.write({dag_id!r} + "\\n")
+
+        with DAG({dag_id!r}, schedule="@daily", start_date="2026-01-01"):
+            BashTask("t", command="echo {extra}")
+        """
+
+
+def simple_dag(dag_id: str, **dag_args: object) -> str:
+    args = "".join(f", {k}={v!r}" for k, v in dag_args.items())
+    return f"""
+        from dagrun import DAG, BashTask
+
+        with DAG({dag_id!r}{args}):
+            BashTask("t", command="echo")
+        """
+
+
+def imports(counter: Path) -> list[str]:
+    return counter.read_text().split() if counter.exists() else []
+
+
+def active(store: Store) -> dict[str, str]:
+    with store.read() as conn:
+        return {r.dag_id: r.fileloc for r in reads.active_dags(conn)}
+
+
+def errors(store: Store) -> dict[str, str]:
+    with store.read() as conn:
+        return {e.path: e.error for e in reads.import_errors(conn)}
+
+
+def dag_row(store: Store, dag_id: str) -> reads.DagRow:
+    with store.read() as conn:
+        return reads.get_dag(conn, dag_id)
+
+
+def sync(store: Store, dags_dir: Path):
+    return sync_dags(store, str(dags_dir), timeout=10)
+
+
+def test_sync_records_dags_and_import_errors(store: Store, dags_dir: Path):
+    good = write_dag(
+        dags_dir,
+        "good.py",
+        simple_dag("good", schedule="30 0 * * *", start_date="2026-01-01", timezone="Asia/Dhaka"),
+    )
+    bad = write_dag(dags_dir, "bad.py", "x = 1 / 0\n")
+    report = sync(store, dags_dir)
+    assert report.parsed == sorted([str(good), str(bad)])
+    assert report.unchanged == 0
+    assert active(store) == {"good": str(good)}
+    row = dag_row(store, "good")
+    assert row.spec.schedule == "30 0 * * *"
+    assert row.spec.timezone == "Asia/Dhaka"
+    assert [t.task_id for t in row.spec.tasks] == ["t"]
+    assert row.is_paused is False
+    assert errors(store) == {str(bad): "ZeroDivisionError: division by zero"}
+    with store.read() as conn:
+        assert reads.import_errors(conn)[0].error_line == 1
+
+
+def test_only_changed_files_are_imported_again(sqlite_store: Store, dags_dir: Path, tmp_path):
+    counter = tmp_path / "imports.txt"
+    write_dag(dags_dir, "one.py", counting_dag("one", counter))
+    two = write_dag(dags_dir, "two.py", counting_dag("two", counter))
+    first = sync(sqlite_store, dags_dir)
+    assert sorted(imports(counter)) == ["one", "two"]
+    assert len(first.parsed) == 2
+
+    second = sync(sqlite_store, dags_dir)
+    assert second.parsed == []
+    assert second.unchanged == 2
+    assert sorted(imports(counter)) == ["one", "two"]
+
+    write_dag(dags_dir, "two.py", counting_dag("two", counter, extra="changed"))
+    third = sync(sqlite_store, dags_dir)
+    assert third.parsed == [str(two)]
+    assert third.unchanged == 1
+    assert sorted(imports(counter)) == ["one", "two", "two"]
+    assert dag_row(sqlite_store, "two").spec.tasks[0].task_id == "t"
+    assert set(active(sqlite_store)) == {"one", "two"}
+
+
+def test_touching_a_file_without_changing_it_does_not_reimport(
+    sqlite_store: Store, dags_dir: Path, tmp_path
+):
+    counter = tmp_path / "imports.txt"
+    path = write_dag(dags_dir, "one.py", counting_dag("one", counter))
+    sync(sqlite_store, dags_dir)
+    path.write_text(path.read_text())
+    assert sync(sqlite_store, dags_dir).parsed == []
+    assert imports(counter) == ["one"]
+
+
+def test_a_new_file_is_parsed_alone(sqlite_store: Store, dags_dir: Path, tmp_path):
+    counter = tmp_path / "imports.txt"
+    write_dag(dags_dir, "one.py", counting_dag("one", counter))
+    sync(sqlite_store, dags_dir)
+    new = write_dag(dags_dir / "sub", "new.py", counting_dag("new", counter))
+    assert sync(sqlite_store, dags_dir).parsed == [str(new)]
+    assert imports(counter) == ["one", "new"]
+    assert set(active(sqlite_store)) == {"one", "new"}
+
+
+USES_HELPER = """
+    from dagrun import DAG, BashTask
+    from {module} import COMMAND
+
+    with DAG({dag_id!r}, schedule=None):
+        BashTask("t", command=COMMAND)
+    """
+
+
+def test_editing_a_helper_parses_the_files_that_import_it(store: Store, dags_dir: Path):
+    write_dag(dags_dir, "shared.py", 'COMMAND = "echo one"\n')
+    write_dag(dags_dir, "other.py", "VALUE = 1\n")
+    user = write_dag(dags_dir, "user.py", USES_HELPER.format(module="shared", dag_id="user"))
+    bystander = write_dag(dags_dir, "bystander.py", simple_dag("bystander"))
+    sync(store, dags_dir)
+    with store.read() as conn:
+        assert reads.known_files(conn)[str(user)].depends_on == (str(dags_dir / "shared.py"),)
+    write_dag(dags_dir, "shared.py", 'COMMAND = "echo two"\n')
+    report = sync(store, dags_dir)
+    assert str(user) in report.parsed and str(bystander) not in report.parsed
+    write_dag(dags_dir, "other.py", "VALUE = 2\n")  # a helper nobody imports
+    assert str(user) not in sync(store, dags_dir).parsed
+
+
+def test_removing_a_helper_shows_the_error_and_restoring_it_fixes_it(
+    sqlite_store: Store, dags_dir: Path
+):
+    helper = write_dag(dags_dir, "shared.py", 'COMMAND = "echo"\n')
+    user = write_dag(dags_dir, "user.py", USES_HELPER.format(module="shared", dag_id="user"))
+    sync(sqlite_store, dags_dir)
+    assert "user" in active(sqlite_store)
+    helper.unlink()
+    sync(sqlite_store, dags_dir)
+    assert "No module named 'shared'" in errors(sqlite_store)[str(user)]
+    assert dag_row(sqlite_store, "user").error == errors(sqlite_store)[str(user)]  # kept
+    write_dag(dags_dir, "shared.py", 'COMMAND = "echo"\n')  # a new file: try it again
+    sync(sqlite_store, dags_dir)
+    assert str(user) not in errors(sqlite_store) and "user" in active(sqlite_store)
+
+
+def test_a_broken_edit_keeps_the_last_good_dag_beside_its_error(store: Store, dags_dir: Path):
+    """Adding a ``raise`` keeps the DAG scheduled as last parsed, with the error shown
+    beside it and the last good source kept for the workers; fixing it clears the error;
+    deleting the broken file removes the DAG."""
+    good = textwrap.dedent(simple_dag("kept", schedule="@daily", start_date="2026-01-01"))
+    path = write_dag(dags_dir, "kept.py", good)
+    sync(store, dags_dir)
+    spec = dag_row(store, "kept").spec
+    write_dag(dags_dir, "kept.py", good + "\nraise RuntimeError('half-finished edit')\n")
+    sync(store, dags_dir)
+    row = dag_row(store, "kept")
+    assert row.spec == spec and row.is_active
+    assert "RuntimeError: half-finished edit" in row.error == errors(store)[str(path)]
+    with store.read() as conn:
+        assert reads.good_source(conn, str(path)).strip() == good.strip()
+        assert reads.known_files(conn)[str(path)].dag_ids == ("kept",)
+    write_dag(dags_dir, "kept.py", good.replace("echo", "echo fixed"))
+    sync(store, dags_dir)
+    assert dag_row(store, "kept").error is None and str(path) not in errors(store)
+    with store.read() as conn:
+        assert "echo fixed" in reads.good_source(conn, str(path))
+    write_dag(dags_dir, "kept.py", "raise RuntimeError('broken again')\n")
+    sync(store, dags_dir)
+    assert "kept" in active(store)
+    path.unlink()
+    sync(store, dags_dir)
+    assert "kept" not in active(store) and str(path) not in errors(store)
+
+
+def test_a_file_that_never_loaded_has_no_dags(sqlite_store: Store, dags_dir: Path):
+    source = textwrap.dedent(simple_dag("never")) + "\nraise RuntimeError('no')\n"
+    write_dag(dags_dir, "never.py", source)
+    sync(sqlite_store, dags_dir)
+    assert "never" not in active(sqlite_store)
+    assert "RuntimeError: no" in errors(sqlite_store)[str(dags_dir / "never.py")]
+
+
+def test_removed_file_deactivates_its_dags(store: Store, dags_dir: Path):
+    keep = write_dag(dags_dir, "keep.py", simple_dag("keep"))
+    gone = write_dag(dags_dir, "gone.py", simple_dag("gone"))
+    sync(store, dags_dir)
+    assert set(active(store)) == {"keep", "gone"}
+    gone.unlink()
+    report = sync(store, dags_dir)
+    assert report.removed == [str(gone)]
+    assert active(store) == {"keep": str(keep)}
+    with pytest.raises(DagNotFound):
+        dag_row(store, "gone")
+    with store.read() as conn:
+        assert reads.load_spec(conn, "gone").dag_id == "gone"
+        assert str(gone) not in reads.known_files(conn)
+
+
+def test_removed_bad_file_clears_its_import_error(sqlite_store: Store, dags_dir: Path):
+    bad = write_dag(dags_dir, "bad.py", "raise RuntimeError('boom')\n")
+    sync(sqlite_store, dags_dir)
+    assert errors(sqlite_store) == {str(bad): "RuntimeError: boom"}
+    bad.unlink()
+    sync(sqlite_store, dags_dir)
+    assert errors(sqlite_store) == {}
+
+
+def test_fixed_file_clears_its_error_and_adds_its_dag(sqlite_store: Store, dags_dir: Path):
+    path = write_dag(dags_dir, "f.py", "from dagrun import DAG\nDAG('fixed', schedule='@daily')\n")
+    sync(sqlite_store, dags_dir)
+    assert "start_date is required" in errors(sqlite_store)[str(path)]
+    assert active(sqlite_store) == {}
+    write_dag(dags_dir, "f.py", simple_dag("fixed", schedule="@daily", start_date="2026-01-01"))
+    sync(sqlite_store, dags_dir)
+    assert errors(sqlite_store) == {}
+    assert active(sqlite_store) == {"fixed": str(path)}
+
+
+def test_a_dag_renamed_in_its_file_replaces_the_old_one(sqlite_store: Store, dags_dir: Path):
+    write_dag(dags_dir, "f.py", simple_dag("old_name"))
+    sync(sqlite_store, dags_dir)
+    write_dag(dags_dir, "f.py", simple_dag("new_name"))
+    sync(sqlite_store, dags_dir)
+    assert set(active(sqlite_store)) == {"new_name"}
+
+
+def test_same_dag_id_in_two_files_names_both_and_the_first_keeps_it(store: Store, dags_dir: Path):
+    first = write_dag(dags_dir, "a_first.py", simple_dag("shared", tags=["first"]))
+    second = write_dag(dags_dir, "b_second.py", simple_dag("shared", tags=["second"]))
+    sync(store, dags_dir)
+    assert active(store) == {"shared": str(first)}
+    assert dag_row(store, "shared").spec.tags == ("first",)
+    found = errors(store)
+    assert list(found) == [str(second)]
+    assert "duplicate DAG id 'shared'" in found[str(second)]
+    assert str(first) in found[str(second)]
+
+    first.unlink()
+    sync(store, dags_dir)
+    assert active(store) == {"shared": str(second)}
+    assert dag_row(store, "shared").spec.tags == ("second",)
+    assert errors(store) == {}
+
+
+def test_the_owner_of_a_dag_id_keeps_it_when_it_is_edited(sqlite_store: Store, dags_dir: Path):
+    """A later file with a taken dag_id stays rejected, whatever the file names sort as."""
+    owner = write_dag(dags_dir, "z_owner.py", simple_dag("shared", tags=["owner"]))
+    sync(sqlite_store, dags_dir)
+    latecomer = write_dag(dags_dir, "a_latecomer.py", simple_dag("shared", tags=["late"]))
+    sync(sqlite_store, dags_dir)
+    assert active(sqlite_store) == {"shared": str(owner)}
+    assert str(owner) in errors(sqlite_store)[str(latecomer)]
+
+    write_dag(dags_dir, "z_owner.py", simple_dag("shared", tags=["owner", "edited"]))
+    sync(sqlite_store, dags_dir)
+    assert active(sqlite_store) == {"shared": str(owner)}
+    assert dag_row(sqlite_store, "shared").spec.tags == ("owner", "edited")
+    assert list(errors(sqlite_store)) == [str(latecomer)]
+
+
+def test_a_file_with_a_duplicate_keeps_its_other_dags(sqlite_store: Store, dags_dir: Path):
+    write_dag(dags_dir, "a.py", simple_dag("shared"))
+    both = write_dag(
+        dags_dir,
+        "b.py",
+        """
+        from dagrun import DAG, BashTask
+
+        for dag_id in ("shared", "own"):
+            with DAG(dag_id):
+                BashTask("t", command="echo")
+        """,
+    )
+    sync(sqlite_store, dags_dir)
+    assert active(sqlite_store)["own"] == str(both)
+    assert active(sqlite_store)["shared"] != str(both)
+    assert "duplicate DAG id 'shared'" in errors(sqlite_store)[str(both)]
+
+
+def test_pause_flag_survives_a_reparse(store: Store, dags_dir: Path):
+    write_dag(dags_dir, "p.py", simple_dag("paused_one"))
+    sync(store, dags_dir)
+    with store.write() as conn:
+        registry.set_paused(conn, "paused_one", True)
+    write_dag(dags_dir, "p.py", simple_dag("paused_one", tags=["changed"]))
+    assert sync(store, dags_dir).parsed
+    row = dag_row(store, "paused_one")
+    assert row.spec.tags == ("changed",)
+    assert row.is_paused is True
+
+
+@pytest.mark.parametrize(("flag", "paused"), [(None, False), (False, False), (True, True)])
+def test_is_paused_upon_creation(sqlite_store: Store, dags_dir: Path, flag, paused):
+    args = {} if flag is None else {"is_paused_upon_creation": flag}
+    write_dag(dags_dir, "f.py", simple_dag("fresh", **args))
+    sync(sqlite_store, dags_dir)
+    assert dag_row(sqlite_store, "fresh").is_paused is paused
+
+
+def test_is_paused_upon_creation_applies_only_at_creation(sqlite_store: Store, dags_dir: Path):
+    write_dag(dags_dir, "f.py", simple_dag("fresh", is_paused_upon_creation=True))
+    sync(sqlite_store, dags_dir)
+    with sqlite_store.write() as conn:
+        registry.set_paused(conn, "fresh", False)
+    write_dag(dags_dir, "f.py", simple_dag("fresh", is_paused_upon_creation=True, tags=["v2"]))
+    sync(sqlite_store, dags_dir)
+    assert dag_row(sqlite_store, "fresh").spec.tags == ("v2",)
+    assert dag_row(sqlite_store, "fresh").is_paused is False
+
+
+def test_empty_or_missing_folder_syncs_to_nothing(sqlite_store: Store, tmp_path: Path):
+    report = sync_dags(sqlite_store, str(tmp_path / "missing"), timeout=5)
+    assert (report.parsed, report.unchanged, report.removed) == ([], 0, [])
+    assert active(sqlite_store) == {}

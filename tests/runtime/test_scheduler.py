@@ -1,0 +1,304 @@
+"""The scheduler on a fake clock: catchup, max_active_runs, end_date, pause, spread, DST."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime, timedelta
+
+import pytest
+from sqlalchemy import func, select
+
+from dagrun.runtime import scheduler
+from dagrun.runtime.scheduler import Scheduler
+from dagrun.states import AttemptOutcome, RunState
+from dagrun.store import attempts, operator_actions, reads, registry
+from dagrun.store.attempts import Outcome
+from dagrun.store.schema import dag_run, task_instance
+from tests.helpers import write_dag
+
+NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
+
+
+class FakeClock:
+    def __init__(self, now: datetime):
+        self.now = now
+
+    def __call__(self) -> datetime:
+        return self.now
+
+
+def daily_dag(dags_dir, *, start="2026-01-30", catchup=True, max_active=16, extra=""):
+    write_dag(
+        dags_dir,
+        "daily.py",
+        f"""
+        from dagrun import DAG, task
+
+        with DAG("daily", schedule="@daily", start_date="{start}", catchup={catchup},
+                 max_active_runs={max_active}{extra}):
+            @task
+            def first():
+                return 1
+
+            @task
+            def second():
+                return 2
+
+            first() >> second()
+        """,
+    )
+
+
+def run_states(store) -> list[str]:
+    with store.read() as conn:
+        rows = conn.execute(select(dag_run.c.state).order_by(dag_run.c.logical_date))
+        return [r.state for r in rows]
+
+
+def logical_dates(store) -> list[datetime]:
+    with store.read() as conn:
+        rows = conn.execute(select(dag_run.c.logical_date).order_by(dag_run.c.logical_date))
+        return [r.logical_date for r in rows]
+
+
+def active_count(store) -> int:
+    with store.read() as conn:
+        return conn.execute(
+            select(func.count()).where(
+                dag_run.c.state.in_([RunState.QUEUED.value, RunState.RUNNING.value])
+            )
+        ).scalar_one()
+
+
+def drain_once(store) -> int:
+    """Act as a worker: claim every queued task instance and complete it successfully."""
+    specs = registry.SpecCache()
+    with store.write() as conn:
+        now = store.now(conn)
+        claims = attempts.claim(conn, "test-worker", 10_000, 30, now)
+        outcomes = [
+            Outcome(c.ti_id, c.run_pk, c.dag_id, c.task_id, c.fence_token, AttemptOutcome.SUCCESS)
+            for c in claims
+        ]
+        attempts.complete(conn, "test-worker", outcomes, specs.bound(conn), now)
+    return len(claims)
+
+
+def test_catchup_true_creates_every_missed_interval(store, dags_dir):
+    daily_dag(dags_dir)
+    Scheduler(store, str(dags_dir), clock=FakeClock(NOW)).tick()
+    dates = logical_dates(store)
+    assert len(dates) == 30
+    assert dates[0] == datetime(2026, 1, 30, tzinfo=UTC)
+    assert dates[-1] == datetime(2026, 2, 28, tzinfo=UTC)
+    assert len(set(dates)) == 30
+
+
+def test_catchup_false_never_builds_a_backlog_past_max_active_runs(store, dags_dir):
+    """A schedule faster than its runs: with catchup=False and one active run allowed, no
+    run is created while one is active, and the latest due one once it ends."""
+    daily_dag(dags_dir, start="2026-01-01", catchup=False, max_active=1)
+    clock = FakeClock(datetime(2026, 1, 10, 1, tzinfo=UTC))
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    assert run_states(store) == ["running"]
+    for day in range(11, 15):
+        clock.now = datetime(2026, 1, day, 1, tzinfo=UTC)
+        sched.tick()
+    assert run_states(store) == ["running"], "no backlog of waiting runs"
+    with store.write() as conn:
+        [pk] = conn.execute(select(dag_run.c.id)).scalars().all()
+        spec = reads.get_dag(conn, "daily").spec
+        operator_actions.cancel_run(conn, spec, pk, clock.now)
+    sched.tick()
+    assert run_states(store) == ["failed", "running"]
+    assert logical_dates(store)[-1] == datetime(2026, 1, 13, tzinfo=UTC)
+
+
+def test_catchup_false_creates_only_the_latest(store, dags_dir):
+    daily_dag(dags_dir, catchup=False)
+    clock = FakeClock(NOW)
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    assert logical_dates(store) == [datetime(2026, 2, 28, tzinfo=UTC)]
+    clock.now = NOW + timedelta(days=3)
+    sched.tick()
+    assert logical_dates(store)[-1] == datetime(2026, 3, 3, tzinfo=UTC)
+    assert len(logical_dates(store)) == 2
+
+
+@pytest.mark.parametrize("limit", [1, 3])
+def test_max_active_runs_never_exceeded_while_30_runs_drain(store, dags_dir, limit):
+    daily_dag(dags_dir, max_active=limit)
+    sched = Scheduler(store, str(dags_dir), clock=FakeClock(NOW))
+    seen_max = 0
+    for _ in range(200):
+        sched.tick()
+        seen_max = max(seen_max, active_count(store))
+        assert active_count(store) <= limit
+        drain_once(store)
+        seen_max = max(seen_max, active_count(store))
+        assert active_count(store) <= limit
+        if run_states(store).count(RunState.SUCCESS.value) == 30:
+            break
+    assert run_states(store) == [RunState.SUCCESS.value] * 30
+    assert seen_max == limit
+
+
+def test_runs_start_oldest_first(store, dags_dir):
+    daily_dag(dags_dir, max_active=1)
+    Scheduler(store, str(dags_dir), clock=FakeClock(NOW)).tick()
+    with store.read() as conn:
+        running = conn.execute(
+            select(dag_run.c.logical_date).where(dag_run.c.state == RunState.RUNNING.value)
+        ).scalar_one()
+    assert running == datetime(2026, 1, 30, tzinfo=UTC)
+
+
+def test_end_date_bounds_logical_dates_inclusively(store, dags_dir):
+    daily_dag(dags_dir, extra=', end_date="2026-02-05"')
+    Scheduler(store, str(dags_dir), clock=FakeClock(NOW)).tick()
+    dates = logical_dates(store)
+    assert dates[0] == datetime(2026, 1, 30, tzinfo=UTC)
+    assert dates[-1] == datetime(2026, 2, 5, tzinfo=UTC)
+    assert len(dates) == 7
+
+
+def test_pause_holds_and_unpause_resumes(store, dags_dir):
+    daily_dag(dags_dir, extra=", is_paused_upon_creation=True")
+    clock = FakeClock(NOW)
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    assert logical_dates(store) == []
+    with store.write() as conn:
+        registry.set_paused(conn, "daily", False)
+    sched.tick()
+    assert len(logical_dates(store)) == 30
+
+
+def test_repeated_ticks_and_a_new_day_make_no_duplicate(store, dags_dir):
+    daily_dag(dags_dir)
+    clock = FakeClock(NOW)
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    sched.tick()
+    assert len(logical_dates(store)) == 30
+    clock.now = NOW + timedelta(days=1)
+    sched.tick()
+    dates = logical_dates(store)
+    assert len(dates) == 31 and len(set(dates)) == 31
+    assert dates[-1] == datetime(2026, 3, 1, tzinfo=UTC)
+
+
+def test_two_schedulers_on_one_store_create_each_run_once(store, dags_dir):
+    daily_dag(dags_dir)
+    clock = FakeClock(NOW)
+    a = Scheduler(store, str(dags_dir), clock=clock)
+    b = Scheduler(store, str(dags_dir), clock=clock)
+    for _ in range(3):
+        a.tick()
+        b.tick()
+    dates = logical_dates(store)
+    assert len(dates) == 30 and len(set(dates)) == 30
+
+
+def test_spread_delays_start_without_changing_logical_dates(store, dags_dir):
+    daily_dag(dags_dir, start="2026-02-28", extra=', spread="10m"')
+    clock = FakeClock(datetime(2026, 3, 1, 0, 0, 1, tzinfo=UTC))
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    with store.read() as conn:
+        run = conn.execute(select(dag_run)).mappings().one()
+    assert run["logical_date"] == datetime(2026, 2, 28, tzinfo=UTC)
+    offset = run["not_before"] - datetime(2026, 3, 1, tzinfo=UTC)
+    assert timedelta(0) <= offset < timedelta(minutes=10)
+    if offset > timedelta(seconds=1):  # a run not due yet waits, taking no slot
+        assert run["state"] == RunState.WAITING.value
+    clock.now = datetime(2026, 3, 1, 0, 10, tzinfo=UTC)
+    sched.tick()
+    assert run_states(store) == [RunState.RUNNING.value]
+
+
+def test_hourly_new_york_fall_back_day_has_25_runs(store, dags_dir):
+    write_dag(
+        dags_dir,
+        "hourly.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("hourly", schedule="0 * * * *", start_date="2025-11-02",
+                 timezone="America/New_York", end_date="2025-11-02 23:59"):
+            BashTask("noop", command="true")
+        """,
+    )
+    Scheduler(store, str(dags_dir), clock=FakeClock(NOW)).tick()
+    dates = logical_dates(store)
+    assert len(dates) == 25 and len(set(dates)) == 25
+    assert dates[0] == datetime(2025, 11, 2, 4, tzinfo=UTC)
+    assert dates[-1] == datetime(2025, 11, 3, 4, tzinfo=UTC)
+
+
+def test_task_instances_queued_by_trigger_rules_after_upstream_success(store, dags_dir):
+    daily_dag(dags_dir, start="2026-02-28")
+    Scheduler(store, str(dags_dir), clock=FakeClock(NOW)).tick()
+    with store.read() as conn:
+        states = dict(conn.execute(select(task_instance.c.task_id, task_instance.c.state)).all())
+    assert states == {"first": "queued", "second": "none"}
+    drain_once(store)
+    with store.read() as conn:
+        states = dict(conn.execute(select(task_instance.c.task_id, task_instance.c.state)).all())
+    assert states == {"first": "success", "second": "queued"}
+
+
+def test_depends_on_past_task_starts_when_the_previous_date_succeeds(store, dags_dir):
+    write_dag(
+        dags_dir,
+        "past.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("past", schedule="@daily", start_date="2026-02-26", max_active_runs=3):
+            @task(depends_on_past=True)
+            def load():
+                return 1
+
+            load()
+        """,
+    )
+    sched = Scheduler(store, str(dags_dir), clock=FakeClock(NOW))
+    sched.tick()
+    with store.read() as conn:
+        queued = (
+            conn.execute(
+                select(dag_run.c.logical_date)
+                .join(task_instance, task_instance.c.run_pk == dag_run.c.id)
+                .where(task_instance.c.state == "queued")
+            )
+            .scalars()
+            .all()
+        )
+    assert queued == [datetime(2026, 2, 26, tzinfo=UTC)], "later dates wait for their past"
+    for _ in range(3):
+        sched.tick()
+        assert drain_once(store) == 1, "each completion readies exactly the next date"
+    assert run_states(store) == [RunState.SUCCESS.value] * 3
+
+
+def test_a_herd_of_due_runs_starts_in_batches_that_commit_one_by_one(store, dags_dir, monkeypatch):
+    """30 runs due at once with room for all: one tick starts every one of them, but a
+    batch at a time, each its own transaction, so workers see the first runs' tasks while
+    the rest are being admitted."""
+    monkeypatch.setattr(scheduler, "ADMIT_PER_COMMIT", 7)
+    daily_dag(dags_dir, max_active=100)
+    sched = Scheduler(store, str(dags_dir), clock=FakeClock(NOW))
+    commits = []
+    write = store.write
+
+    def counted():
+        commits.append(active_count(store))
+        return write()
+
+    monkeypatch.setattr(store, "write", counted)
+    report = sched.tick()
+    assert report.started == {"daily": 30}
+    assert run_states(store) == [RunState.RUNNING.value] * 30
+    assert [n for n in commits if 0 < n < 30] == [7, 14, 21, 28]  # active as each batch began

@@ -1,0 +1,386 @@
+"""The worker end to end in-process (attempts in real child processes): retries, dead
+letters, trigger rules, TaskFlow values, templates, context, logs."""
+
+from __future__ import annotations
+
+import logging
+
+from sqlalchemy import select
+
+from dagrun.runtime.dag_sync import sync_dags
+from dagrun.runtime.worker import Worker, WorkerOptions
+from dagrun.store import logfiles, reads
+from dagrun.store.schema import dag_run, task_attempt, task_instance
+from tests.helpers import queue_run, run_once, start_cli, stop_process, wait_until, write_dag
+
+
+def attempts_of(store, task_id: str) -> list[dict]:
+    with store.read() as conn:
+        rows = conn.execute(
+            select(task_attempt)
+            .where(task_attempt.c.task_id == task_id)
+            .order_by(task_attempt.c.id)
+        )
+        return [dict(r) for r in rows.mappings()]
+
+
+def log_of(attempt: dict) -> str:
+    """An attempt's own range of the log segment its worker child wrote it into."""
+    return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]
+
+
+def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
+    write_dag(
+        dags_dir,
+        "flaky.py",
+        f"""
+        from dagrun import DAG, task
+
+        with DAG("flaky", schedule=None, default_args={{"retry_delay": 0.01}}):
+            @task(retries=3)
+            def flaky(try_number):
+                if try_number < 3:
+                    raise ConnectionError(f"blip {{try_number}}")
+                return try_number
+
+            @task
+            def after(value):
+                open({str(tmp_path / "after.txt")!r}, "w").write(str(value))
+
+            after(flaky())
+        """,
+    )
+    run, tasks = run_once(store, dags_dir, "flaky")
+    assert run.state == "success"
+    assert tasks["flaky"].try_number == 3
+    outcomes = [a["outcome"] for a in attempts_of(store, "flaky")]
+    assert outcomes == ["failed", "failed", "success"]
+    assert "ConnectionError: blip 1" in attempts_of(store, "flaky")[0]["error"]
+    assert (tmp_path / "after.txt").read_text() == "3"
+
+
+def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir):
+    write_dag(
+        dags_dir,
+        "bad.py",
+        """
+        from dagrun import DAG, task, NonRetryableError
+
+        with DAG("bad", schedule=None):
+            @task(retries=5, retry_delay=0.01)
+            def reject():
+                raise NonRetryableError("HTTP 404 for customer feed")
+
+            @task
+            def downstream():
+                return 1
+
+            @task(trigger_rule="all_done")
+            def cleanup():
+                return "cleaned"
+
+            reject() >> downstream() >> cleanup()
+        """,
+    )
+    run, tasks = run_once(store, dags_dir, "bad")
+    assert run.state == "failed"
+    assert tasks["reject"].state == "failed" and tasks["reject"].try_number == 1
+    assert tasks["downstream"].state == "upstream_failed"
+    assert tasks["cleanup"].state == "success"
+    with store.read() as conn:
+        dead = reads.dead_letters(conn, "bad")
+    assert [(d.task_id, d.try_number) for d in dead] == [("reject", 1)]
+    assert dead[0].error == "NonRetryableError: HTTP 404 for customer feed"
+
+
+def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
+    write_dag(
+        dags_dir,
+        "always.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("always", schedule=None):
+            @task(retries=2, retry_delay=0.01)
+            def boom(try_number):
+                raise ValueError(f"bad row in try {try_number}")
+
+            boom()
+        """,
+    )
+    run, tasks = run_once(store, dags_dir, "always")
+    assert run.state == "failed"
+    assert tasks["boom"].try_number == 3
+    with store.read() as conn:
+        dead = reads.dead_letters(conn)
+    assert dead[0].error == "ValueError: bad row in try 3"
+
+
+def test_bash_templates_environment_and_context(store, dags_dir, tmp_path):
+    out = tmp_path / "out"
+    write_dag(
+        dags_dir,
+        "bash.py",
+        f"""
+        from dagrun import DAG, BashTask, task
+
+        with DAG("bash", schedule="@daily", start_date="2026-01-05", timezone="Asia/Dhaka"):
+            BashTask("echo", command="echo {{{{ ds }}}} $DS $FOO > {out}/bash.txt",
+                     env={{"FOO": "{{{{ ds_nodash }}}}"}})
+
+            @task
+            def ctx_task(ctx, ds, data_interval_end):
+                open("{out}/ctx.txt", "w").write(
+                    f"{{ds}}|{{data_interval_end.isoformat()}}|{{ctx.idempotency_key}}|"
+                    f"{{ctx.fence_token}}")
+
+            ctx_task()
+        """,
+    )
+    out.mkdir()
+    run, _ = run_once(store, dags_dir, "bash")
+    assert run.state == "success"
+    assert (out / "bash.txt").read_text().strip() == "2026-01-05 2026-01-05 20260105"
+    ds, end, key, fence = (out / "ctx.txt").read_text().split("|")
+    assert ds == "2026-01-05"
+    assert end == "2026-01-06T00:00:00+06:00"
+    assert key == "bash/ctx_task/2026-01-05T00:00:00+06:00"
+    assert int(fence) >= 1
+
+
+def test_each_attempt_has_its_own_log_file(store, dags_dir, tmp_path):
+    write_dag(
+        dags_dir,
+        "logs.py",
+        """
+        import logging
+        from dagrun import DAG, task
+
+        with DAG("logs", schedule=None):
+            @task(retries=1, retry_delay=0.01)
+            def chatty(try_number):
+                print(f"stdout line {try_number}")
+                logging.getLogger("user").warning("logged line %s", try_number)
+                if try_number == 1:
+                    raise RuntimeError("first try fails")
+
+            chatty()
+        """,
+    )
+    run, _ = run_once(store, dags_dir, "logs", log_dir=tmp_path / "logs")
+    assert run.state == "success"
+    attempts = attempts_of(store, "chatty")
+    assert len(attempts) == 2
+    first, second = (log_of(a) for a in attempts)
+    assert "stdout line 1" in first and "logged line 1" in first and "RuntimeError" in first
+    assert "stdout line 2" in second and "first try fails" not in second
+
+
+def test_worker_console_logging_is_not_copied_into_attempt_logs(store, dags_dir, tmp_path):
+    """``dagrun worker`` logs to the console before it forks its children; an attempt's
+    log must still hold each of the task's lines once."""
+    write_dag(
+        dags_dir,
+        "once.py",
+        """
+        import logging
+        from dagrun import DAG, task
+
+        with DAG("once", schedule=None):
+            @task
+            def say():
+                logging.getLogger("user").warning("said once")
+
+            say()
+        """,
+    )
+    stderr = open(2, "w", closefd=False)  # noqa: SIM115 - the real fd 2, as a console has
+    console = logging.StreamHandler(stderr)
+    logging.getLogger().addHandler(console)
+    try:
+        run, _ = run_once(store, dags_dir, "once", log_dir=tmp_path / "logs")
+    finally:
+        logging.getLogger().removeHandler(console)
+        stderr.close()
+    assert run.state == "success"
+    (attempt,) = attempts_of(store, "say")
+    assert log_of(attempt).count("said once") == 1
+
+
+def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):
+    for team in TEAMS:
+        write_dag(dags_dir / team, "utils.py", f'VALUE = "{team}"\n')
+        write_dag(
+            dags_dir / team,
+            f"{team}_dag.py",
+            f"""
+            from dagrun import DAG, task
+
+            with DAG("{team}", schedule=None):
+                @task
+                def which():
+                    import utils
+
+                    return utils.VALUE
+
+                which()
+            """,
+        )
+    runs = {team: queue_run(sqlite_store, dags_dir, team, run_id=f"r-{team}") for team in TEAMS}
+    options = WorkerOptions(concurrency=1, log_dir=dags_dir.parent / "logs")
+
+    def stop_when_done(conn, _completion, _now) -> None:
+        if reads.all_finished(conn, list(runs.values())):
+            worker.stop()
+
+    worker = Worker(sqlite_store, options, on_commit=stop_when_done)
+    worker.run()
+    with sqlite_store.read() as conn:
+        values = dict(
+            conn.execute(select(task_instance.c.dag_id, task_instance.c.return_value)).all()
+        )
+    assert values == {"alpha": '"alpha"', "beta": '"beta"'}
+
+
+TEAMS = ("alpha", "beta")
+
+
+def run_state_of(store, dag_id: str) -> str | None:
+    with store.read() as conn:
+        return conn.execute(select(dag_run.c.state).where(dag_run.c.dag_id == dag_id)).scalar()
+
+
+def test_an_idle_worker_hears_work_queued_elsewhere_on_postgresql(store, dags_dir, tmp_path):
+    """Its poll is 30 s; the run queued by another process is done well before that,
+    because the queueing transaction NOTIFYs the worker's listening connection."""
+    if store.dialect != "postgresql":
+        assert store.listen() is None  # SQLite workers poll
+        return
+    write_dag(
+        dags_dir,
+        "heard.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("heard", schedule=None):
+            @task
+            def ping():
+                return "pong"
+
+            ping()
+        """,
+    )
+    env = {"DAGRUN_DB_URL": store.url, "DAGRUN_HOME": str(tmp_path / "home")}
+    log = tmp_path / "worker.log"
+    worker = start_cli("worker", "-c", "1", "--poll", "30", env=env, log=log)
+    try:
+        wait_until(lambda: "started with" in log.read_text(), timeout=30, what="worker start")
+        queue_run(store, dags_dir, "heard")
+        wait_until(
+            lambda: run_state_of(store, "heard") in ("success", "failed"),
+            timeout=15,
+            what="the run, long before the worker's next poll",
+        )
+        assert run_state_of(store, "heard") == "success"
+    finally:
+        assert stop_process(worker) == 0
+
+
+def test_a_dag_whose_file_broke_runs_its_last_good_version(store, dags_dir, tmp_path):
+    """The scheduler keeps the last good spec of a file that fails now; its attempts run
+    the file's last good source, and say so in their log."""
+    marker = tmp_path / "ran.txt"
+    good = f"""
+        from dagrun import DAG, task
+
+        with DAG("steady", schedule=None):
+            @task
+            def work():
+                open({str(marker)!r}, "w").write("good version")
+
+            work()
+        """
+    path = write_dag(dags_dir, "steady.py", good)
+    sync_dags(store, str(dags_dir))
+    path.write_text(path.read_text() + "\nraise RuntimeError('half-finished edit')\n")
+    run, tasks = run_once(store, dags_dir, "steady", log_dir=tmp_path / "logs")
+    assert run.state == "success", tasks["work"].last_error
+    assert marker.read_text() == "good version"
+    (attempt,) = attempts_of(store, "work")
+    assert "fails (RuntimeError: half-finished edit); running its last good version" in log_of(
+        attempt
+    )
+
+
+def test_a_new_worker_claims_only_what_its_children_can_start(sqlite_store, dags_dir, tmp_path):
+    """A worker that has not yet seen how long tasks take holds one claim per child: a
+    fresh ``-c 1`` worker never sits on queued work another worker could start."""
+    write_dag(
+        dags_dir,
+        "four.py",
+        """
+        import time
+        from dagrun import DAG, task
+
+        with DAG("four", schedule=None):
+            @task
+            def nap():
+                time.sleep(0.5)
+
+            for _ in range(4):
+                nap()
+        """,
+    )
+    queue_run(sqlite_store, dags_dir, "four")
+    env = {"DAGRUN_DB_URL": sqlite_store.url, "DAGRUN_HOME": str(tmp_path / "home")}
+    worker = start_cli("worker", "-c", "1", "--poll", "0.1", env=env, log=tmp_path / "w.log")
+    held = []
+
+    def done() -> bool:
+        with sqlite_store.read() as conn:
+            states = conn.execute(select(task_instance.c.state)).scalars().all()
+        held.append(states.count("running"))
+        return states == ["success"] * 4
+
+    try:
+        wait_until(done, 60, interval=0.02, what="the four tasks")
+    finally:
+        stop_process(worker)
+    assert max(held) == 1, held
+
+
+def test_a_worker_keeps_no_facts_of_runs_that_ended(sqlite_store, dags_dir, tmp_path):
+    """What claims need of a run (id, dates, conf) is cached while the run goes, and
+    dropped when it ends: a backfill of years, or a scheduler's worker running for months,
+    holds only its running runs in memory."""
+    from dagrun.runtime.driver import RunDriver
+    from dagrun.store import runs
+    from dagrun.timing.timetable import DataInterval
+
+    write_dag(
+        dags_dir,
+        "many.py",
+        """
+        from dagrun import DAG, task
+
+        with DAG("many", schedule=None, max_active_runs=4):
+            @task
+            def only():
+                return None
+
+            only()
+        """,
+    )
+    sync_dags(sqlite_store, str(dags_dir))
+    with sqlite_store.write() as conn:
+        spec = reads.get_dag(conn, "many").spec
+        now = sqlite_store.now(conn)
+        pks = [
+            runs.create_manual_run(conn, spec, DataInterval(now, now), f"r{i}", now)[0]
+            for i in range(12)
+        ]
+    options = WorkerOptions(concurrency=2, log_dir=tmp_path / "logs")
+    driver = RunDriver(sqlite_store, spec, pks, worker_options=options)
+    result = driver.run()
+    assert result.worker.finished_runs == 12
+    assert driver.worker._runs == {}
