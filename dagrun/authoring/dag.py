@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from dagrun.authoring import mapping, templates
 from dagrun.authoring.assets import is_asset_schedule
 from dagrun.authoring.assets import names as asset_names
+from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.authoring.params import serialise
 from dagrun.authoring.sensor_options import SensorMode, SensorSpec
 from dagrun.errors import DagDefinitionError
-from dagrun.runtime.context import CONTEXT_NAMES
 from dagrun.states import CallbackEvent, TriggerRule
 from dagrun.timing.instants import parse_duration
 from dagrun.timing.timetable import Timetable, make_timetable

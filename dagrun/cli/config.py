@@ -19,12 +19,13 @@ from dagrun.cli.app import App, echo_json, echo_table, pass_app
 from dagrun.errors import UsageError
 from dagrun.runtime.connections import Connection, ConnectionNotFound, check_id, check_type
 from dagrun.runtime.connections import env_name as conn_env_name
-from dagrun.runtime.masking import REPLACEMENT, is_sensitive
+from dagrun.runtime.masking import REPLACEMENT
 from dagrun.runtime.variables import VariableNotFound, check_key, decode
 from dagrun.runtime.variables import env_name as var_env_name
 from dagrun.store import audit
 from dagrun.store import connections as conn_store
 from dagrun.store import variables as var_store
+from dagrun.store.sensitive import is_sensitive
 
 
 @click.group("variables")
@@ -214,6 +215,7 @@ def get_connection(app: App, conn_id: str, as_json: bool) -> None:
         found = conn_store.get_connection(conn, conn_id)
     if found is None:
         raise ConnectionNotFound(conn_id)
+    found = Connection(**found)
     shown = _connection_json(found)
     if as_json:
         echo_json(shown)
@@ -230,7 +232,7 @@ def get_connection(app: App, conn_id: str, as_json: bool) -> None:
 def list_connections(app: App, as_json: bool) -> None:
     """Stored connections, by id (passwords as ``***``)."""
     with app.store.read() as conn:
-        rows = conn_store.list_connections(conn)
+        rows = [Connection(**row) for row in conn_store.list_connections(conn)]
     if as_json:
         echo_json([_connection_json(c) for c in rows])
         return

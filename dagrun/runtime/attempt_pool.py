@@ -175,7 +175,7 @@ def _worker_gone(parent: int) -> None:
 
 def child_main(conn, preload: Sequence[str] = ()) -> None:
     """A child: run attempts sent by the worker until told to stop (None) or the pipe ends.
-    The DAG files in ``preload`` are imported first (see ``Pool``)."""
+    The DAG files in ``preload`` are imported first (see ``AttemptPool``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The worker's console handlers write to fd 2, which is the attempt's log file while
     # an attempt runs: the runner's own handler already puts each record there once.
@@ -219,7 +219,7 @@ def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -
 # ---------------------------------------------------------------- the worker's side
 
 
-class Pool:
+class AttemptPool:
     """``size`` children; hand them buffered jobs, collect results as they come."""
 
     def __init__(

@@ -221,7 +221,8 @@ def _stored(conn_id: str) -> Connection | None:
 
     store = shared_store(db_url())
     with store.read() as conn:
-        return get_connection(conn, conn_id)
+        row = get_connection(conn, conn_id)
+    return None if row is None else Connection(**row)
 
 
 class ConnectionAccessor:

@@ -15,33 +15,9 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from dagrun.authoring import macros
+from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.runtime.connections import CONN, ConnectionAccessor
 from dagrun.runtime.variables import VAR, VariableAccessor
-
-#: Every name an attempt's context provides, each a :class:`TaskContext` attribute. Templates
-#: and task callables get exactly these (``names()``), and the checks made when a DAG file is
-#: parsed accept exactly these, so a new name is added here and as an attribute, nowhere else.
-CONTEXT_NAMES = (
-    "ds",
-    "ds_nodash",
-    "ts",
-    "ts_nodash",
-    "logical_date",
-    "data_interval_start",
-    "data_interval_end",
-    "run_id",
-    "dag_id",
-    "task_id",
-    "try_number",
-    "params",
-    "conf",
-    "macros",
-    "ctx",
-    "idempotency_key",
-    "fence_token",
-    "var",
-    "conn",
-)
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,11 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO
 
 from dagrun.errors import StoreError
+from dagrun.store.sensitive import is_sensitive
 
 if TYPE_CHECKING:
     import subprocess
 
-#: A variable whose key contains one of these (in any case) holds a secret.
-SENSITIVE_WORDS = ("password", "secret", "token", "api_key", "private_key")
 #: Shorter secrets are not masked (see the module's docstring).
 MIN_LENGTH = 4
 #: How old the secrets read from the store and the environment may get before an attempt
@@ -44,12 +43,6 @@ REPLACEMENT = "***"
 
 #: A line longer than this is masked and written in pieces rather than held whole.
 _LONGEST_LINE = 1 << 16
-
-
-def is_sensitive(key: str) -> bool:
-    """Whether a variable's value is a secret, judged by its key."""
-    lowered = key.lower()
-    return any(word in lowered for word in SENSITIVE_WORDS)
 
 
 class Masker:

@@ -36,7 +36,7 @@ from sqlalchemy import Connection
 
 from dagrun.errors import StoreError
 from dagrun.parsing.spec import DagSpec
-from dagrun.runtime.attempt_pool import Job, Pool
+from dagrun.runtime.attempt_pool import AttemptPool, Job
 from dagrun.runtime.callback_runner import CallbackRequest
 from dagrun.runtime.leases import LeaseKeeper
 from dagrun.runtime.runner import AttemptRequest, AttemptResult
@@ -96,7 +96,7 @@ class WorkerOptions:
     stop_grace: float = 10.0
     #: How long one event's callbacks may run before they are killed.
     callback_timeout: float = float(os.environ.get("DAGRUN_CALLBACK_TIMEOUT", "30"))
-    #: DAG files the worker's children import as they start (see ``children.Pool``).
+    #: DAG files the worker's children import as they start (see ``attempt_pool.AttemptPool``).
     preload: tuple[str, ...] = ()
 
 
@@ -198,7 +198,9 @@ class Worker:
         # those pages instead of copying them when the collector touches them.
         gc.freeze()
         options = self.options
-        pool = Pool(options.concurrency, str(options.log_dir), options.stop_grace, options.preload)
+        pool = AttemptPool(
+            options.concurrency, str(options.log_dir), options.stop_grace, options.preload
+        )
         self._listen()
         self.leases.start()
         log.info("worker %s started with %d child processes", self.owner, pool.size)
@@ -214,7 +216,7 @@ class Worker:
             raise self._fatal
         return self.stats
 
-    def _loop(self, pool: Pool) -> None:
+    def _loop(self, pool: AttemptPool) -> None:
         last_poll = 0.0
         while not self._stopping:
             self._collect(pool, self._wait_time(pool, last_poll))
@@ -228,7 +230,7 @@ class Worker:
                 self._dispatch(pool)
         self._step(pool)
 
-    def _collect(self, pool: Pool, timeout: float) -> None:
+    def _collect(self, pool: AttemptPool, timeout: float) -> None:
         """Gather ended attempts; jobs a crashed child never started go back to the front
         of the buffer. A wake-up (work queued, a stop) or, on PostgreSQL, a notification
         ends the wait early."""
@@ -244,7 +246,7 @@ class Worker:
         if self._heard_work() and not self._buffer and pool.has_room(1):
             self._wake = True
 
-    def _stop_taken(self, pool: Pool) -> None:
+    def _stop_taken(self, pool: AttemptPool) -> None:
         """Drop the taken attempts not started yet and have the pool stop the others."""
         with self._taken_lock:
             taken, self._taken = self._taken, set()
@@ -287,7 +289,7 @@ class Worker:
             self._listen_tried = time.monotonic()
             self._listener = self.store.listen()
 
-    def _commit_due(self, pool: Pool) -> bool:
+    def _commit_due(self, pool: AttemptPool) -> bool:
         """Group commit: record finished attempts once children run short of buffered work,
         enough results have gathered, or the oldest has waited ``batch_delay``."""
         if not self._finished:
@@ -301,7 +303,7 @@ class Worker:
     def _finished_since(self) -> float:
         return min(job.ended for job, _ in self._finished)
 
-    def _wait_time(self, pool: Pool, last_poll: float) -> float:
+    def _wait_time(self, pool: AttemptPool, last_poll: float) -> float:
         now = time.monotonic()
         limits = [self.options.poll_interval]
         deadline = pool.next_deadline()
@@ -316,7 +318,7 @@ class Worker:
             wait = min(wait, self._finished_since() + self.options.batch_delay - now)
         return max(0.0, min(wait, *limits))
 
-    def _room(self, pool: Pool) -> int:
+    def _room(self, pool: AttemptPool) -> int:
         """How many more claims to take: enough to keep every child busy while the next
         group commit runs."""
         return max(0, self._depth() * pool.size - len(pool.jobs()) - len(self._buffer))
@@ -351,7 +353,7 @@ class Worker:
         seconds = self._task_seconds.get((dag_id, task_id))
         return seconds is not None and seconds < self.options.short_task
 
-    def _step(self, pool: Pool) -> None:
+    def _step(self, pool: AttemptPool) -> None:
         """One group commit: record finished attempts, advance runs, claim more work.
 
         A database error rolls the whole commit back; the finished attempts are kept and
@@ -386,7 +388,7 @@ class Worker:
         self.stats.add(completion)
         self._report(completion)
 
-    def _commit(self, pool: Pool, outcomes: list[Outcome], delivered: list[CallbackEnd]):
+    def _commit(self, pool: AttemptPool, outcomes: list[Outcome], delivered: list[CallbackEnd]):
         with self.store.write() as conn:
             now = self.store.now(conn)
             spec_for = self.specs.bound(conn)
@@ -414,7 +416,7 @@ class Worker:
         return completion, claims, jobs
 
     def _claim_callbacks(
-        self, conn: Connection, pool: Pool, completion: Completion, now: datetime
+        self, conn: Connection, pool: AttemptPool, completion: Completion, now: datetime
     ) -> list[CallbackClaim]:
         """Take pending callback events for the idle children: at once when this commit
         wrote some, else at most once a poll interval (other processes write them too).
@@ -489,7 +491,7 @@ class Worker:
             "db_url": self.store.url,
         }
 
-    def _dispatch(self, pool: Pool) -> None:
+    def _dispatch(self, pool: AttemptPool) -> None:
         """Start buffered attempts, unless the last commit failed (the database may be
         away: nothing new starts whose lease could not be kept)."""
         if self._buffer and time.monotonic() >= self._retry_at:
@@ -497,7 +499,7 @@ class Worker:
 
     # ------------------------------------------------------------ shutdown
 
-    def _shutdown(self, pool: Pool) -> None:
+    def _shutdown(self, pool: AttemptPool) -> None:
         """Release unstarted claims now; give running attempts the grace period, then kill."""
         self._release_buffer()
         deadline = time.monotonic() + self.options.grace

@@ -8,22 +8,38 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
+from typing import Any, Protocol
 
 from sqlalchemy import Connection as SqlConnection
 
-from dagrun.runtime.connections import Connection
 from dagrun.store import sql
 from dagrun.store import statements as q
 
+#: A stored connection's fields, by the names ``Connection`` takes them.
+ConnectionRow = dict[str, Any]
 
-def get_connection(conn: SqlConnection, conn_id: str) -> Connection | None:
+
+class ConnectionFields(Protocol):
+    """What ``set_connection`` reads of a connection."""
+
+    conn_id: str
+    conn_type: str
+    host: str | None
+    port: int | None
+    login: str | None
+    password: str | None
+    schema: str | None
+    extra: dict[str, Any]
+
+
+def get_connection(conn: SqlConnection, conn_id: str) -> ConnectionRow | None:
     """The stored connection ``conn_id``, None when there is none."""
     row = sql.first(conn, q.CONNECTION, {"b_conn_id": conn_id})
     return None if row is None else _connection(row)
 
 
 def set_connection(
-    conn: SqlConnection, connection: Connection, description: str | None, now: datetime
+    conn: SqlConnection, connection: ConnectionFields, description: str | None, now: datetime
 ) -> None:
     """Store ``connection``, replacing one with its id (a description of None keeps the
     one it had)."""
@@ -45,7 +61,7 @@ def set_connection(
     )
 
 
-def list_connections(conn: SqlConnection) -> list[Connection]:
+def list_connections(conn: SqlConnection) -> list[ConnectionRow]:
     return [_connection(row) for row in sql.rows(conn, q.CONNECTIONS)]
 
 
@@ -54,15 +70,15 @@ def delete_connection(conn: SqlConnection, conn_id: str) -> bool:
     return sql.execute(conn, q.DELETE_CONNECTION, {"b_conn_id": conn_id}).rowcount > 0
 
 
-def _connection(row) -> Connection:
-    return Connection(
-        conn_id=row.conn_id,
-        conn_type=row.conn_type,
-        host=row.host,
-        port=row.port,
-        login=row.login,
-        password=row.password,
-        schema=row.schema,
-        extra=json.loads(row.extra) if row.extra else {},
-        description=row.description,
-    )
+def _connection(row) -> ConnectionRow:
+    return {
+        "conn_id": row.conn_id,
+        "conn_type": row.conn_type,
+        "host": row.host,
+        "port": row.port,
+        "login": row.login,
+        "password": row.password,
+        "schema": row.schema,
+        "extra": json.loads(row.extra) if row.extra else {},
+        "description": row.description,
+    }

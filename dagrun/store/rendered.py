@@ -28,10 +28,10 @@ from typing import Any
 
 import sqlalchemy
 
-import dagrun
-
 #: Where the files live; tests point it elsewhere.
 DIRECTORY = Path(__file__).parent / "__pycache__"
+#: The dagrun package folder: every source file below it is in the fingerprint.
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 _known: dict[str, dict[str, Any]] = {}
 _rendered_here: dict[str, dict[str, Any]] = {}
@@ -41,7 +41,7 @@ _rendered_here: dict[str, dict[str, Any]] = {}
 def fingerprint() -> str:
     """What rendered SQL depends on: SQLAlchemy's and Python's versions and every dagrun
     source file (by size and modification time, as Python checks its bytecode)."""
-    return fingerprint_of(os.path.dirname(dagrun.__file__))
+    return fingerprint_of(_PACKAGE)
 
 
 def fingerprint_of(package: str) -> str:

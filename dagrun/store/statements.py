@@ -40,7 +40,6 @@ from sqlalchemy import (
     update,
 )
 
-from dagrun.runtime.masking import SENSITIVE_WORDS
 from dagrun.states import (
     ACTIVE_RUN_STATES,
     FINISHED_TASK_STATES,
@@ -69,6 +68,7 @@ from dagrun.store.schema import (
     task_instance,
     variable,
 )
+from dagrun.store.sensitive import SENSITIVE_WORDS
 from dagrun.store.sql import Statement, name_all
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many

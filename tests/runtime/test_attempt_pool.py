@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from dagrun.runtime.attempt_pool import Child, Job, Pool, batch, read_frames
+from dagrun.runtime.attempt_pool import AttemptPool, Child, Job, batch, read_frames
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles
 from tests.helpers import attempt_request, wait_until, write_dag
@@ -129,7 +129,7 @@ def test_a_dead_childs_unstarted_jobs_come_back_and_its_log_is_its_own(dags_dir,
     result, the second the crash and the log it wrote, the last two were never started."""
     job = short_jobs(write_dag(dags_dir, "pool_dag.py", DIES_SECOND), tmp_path / "logs")
 
-    pool = Pool(1, str(tmp_path / "logs"))
+    pool = AttemptPool(1, str(tmp_path / "logs"))
     try:
         buffer = deque([job(0, "quick"), job(1, "dies"), job(2, "quick"), job(3, "quick")])
         pool.dispatch(buffer, 8)
@@ -182,7 +182,7 @@ def test_children_forked_while_another_thread_uses_the_database_can_open_it(
     pools = []
     try:
         for _ in range(10):
-            pool = Pool(2, str(tmp_path / "logs"))
+            pool = AttemptPool(2, str(tmp_path / "logs"))
             pools.append(pool)
             jobs = [
                 Job(attempt_request(path, "opens", None, "opens", db_url=sqlite_store.url), 30)
@@ -210,7 +210,7 @@ def test_a_child_that_died_before_new_work_reached_it_keeps_its_finished_results
     attempt it died in, not on one it had finished."""
     job = short_jobs(write_dag(dags_dir, "pool_dag.py", DIES_SECOND), tmp_path / "logs")
 
-    pool = Pool(1, str(tmp_path / "logs"))
+    pool = AttemptPool(1, str(tmp_path / "logs"))
     try:
         pool.dispatch(deque([job(0, "quick"), job(1, "dies")]), 8)
         child = pool.children[0]
@@ -253,7 +253,7 @@ def test_children_import_the_preloaded_file_as_they_start_and_only_then(dags_dir
     nowhere (no attempt's log)."""
     path = write_dag(dags_dir, "noted.py", IMPORTS_NOTED)
     imports = path.with_suffix(".imports")
-    pool = Pool(2, str(tmp_path / "logs"), preload=[str(path)])
+    pool = AttemptPool(2, str(tmp_path / "logs"), preload=[str(path)])
     try:
         children = {c.process.pid for c in pool.children}
         wait_until(lambda: imports.exists() and len(imports.read_text().split()) == 2)
@@ -271,7 +271,7 @@ def test_children_import_the_preloaded_file_as_they_start_and_only_then(dags_dir
 
 def test_a_preloaded_file_that_fails_leaves_its_error_to_the_attempt(dags_dir, tmp_path):
     path = write_dag(dags_dir, "broken.py", "raise RuntimeError('not today')\n")
-    pool = Pool(1, str(tmp_path / "logs"), preload=[str(path)])
+    pool = AttemptPool(1, str(tmp_path / "logs"), preload=[str(path)])
     try:
         buffer = deque([Job(attempt_request(path, "any", tmp_path / "logs", "broken"), None)])
         pool.dispatch(buffer, 1)

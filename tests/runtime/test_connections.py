@@ -183,10 +183,10 @@ def test_the_store_keeps_every_field_and_replaces_whole(store):
     _save(store, replacement, description=None)
     _save(store, Connection("api", "http", host="api"), description="the API")
     with store.read() as conn:
-        assert conn_store.get_connection(conn, "db") == Connection(
+        assert Connection(**conn_store.get_connection(conn, "db")) == Connection(
             "db", "mysql", host="other", description="the warehouse"
         )
-        assert [c.conn_id for c in conn_store.list_connections(conn)] == ["api", "db"]
+        assert [c["conn_id"] for c in conn_store.list_connections(conn)] == ["api", "db"]
     with store.write() as conn:
         assert conn_store.delete_connection(conn, "db")
         assert not conn_store.delete_connection(conn, "db")
