@@ -18,10 +18,9 @@ import click
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
 from dagrun.errors import UsageError
 from dagrun.runtime.connections import Connection, ConnectionNotFound, check_id, check_type
-from dagrun.runtime.connections import env_name as conn_env_name
+from dagrun.runtime.environment import connection_env_name, variable_env_name
 from dagrun.runtime.masking import REPLACEMENT
 from dagrun.runtime.variables import VariableNotFound, check_key, decode
-from dagrun.runtime.variables import env_name as var_env_name
 from dagrun.store import audit
 from dagrun.store import connections as conn_store
 from dagrun.store import variables as var_store
@@ -62,7 +61,7 @@ def get_variable(app: App, key: str, reveal: bool) -> None:
     if value is None:
         raise VariableNotFound(key)
     click.echo(value if reveal or not is_sensitive(key) else REPLACEMENT)
-    _note_override(var_env_name(key))
+    _note_override(variable_env_name(key))
 
 
 @variables.command("list")
@@ -223,7 +222,7 @@ def get_connection(app: App, conn_id: str, as_json: bool) -> None:
         for name, value in shown.items():
             text = json.dumps(value) if isinstance(value, dict) else value
             click.echo(f"{name}: {'' if value is None else _one_line(str(text))}")
-    _note_override(conn_env_name(conn_id))
+    _note_override(connection_env_name(conn_id))
 
 
 @connections.command("list")

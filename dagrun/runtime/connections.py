@@ -21,15 +21,13 @@ import os
 import re
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import parse_qsl, quote, unquote, urlencode, urlsplit
+from urllib.parse import parse_qsl, quote, unquote, urlencode
 
 from dagrun.errors import UsageError
 from dagrun.runtime import masking
+from dagrun.runtime.environment import InvalidConnection, connection_env_name, split_uri
 
-ENV_PREFIX = "DAGRUN_CONN_"
-EXAMPLE_URI = "postgresql://user:password@host:5432/db"
 _EXTRA = "__extra__"
-_SCHEME = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*://")
 _ID = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 _TYPE = re.compile(r"[A-Za-z][A-Za-z0-9_+.-]{0,63}")
 
@@ -39,27 +37,12 @@ class ConnectionNotFound(UsageError, KeyError):
 
     def __init__(self, conn_id: str):
         super().__init__(
-            f"no connection '{conn_id}' (see `dagrun connections list`; or set {env_name(conn_id)})"
+            f"no connection '{conn_id}' (see `dagrun connections list`; "
+            f"or set {connection_env_name(conn_id)})"
         )
         self.conn_id = conn_id
 
     __str__ = Exception.__str__  # KeyError's would quote the message
-
-
-class InvalidConnection(UsageError, ValueError):
-    """A connection URI that does not parse, or fields that make no connection. Carries
-    where the input came from (``DAGRUN_CONN_DB``, ``--uri``) and why; never the URI, which
-    holds the password."""
-
-    def __init__(self, source: str, reason: str):
-        super().__init__(f"{source}: {reason}")
-        self.source = source
-        self.reason = reason
-
-
-def env_name(conn_id: str) -> str:
-    """The environment variable that overrides connection ``conn_id``."""
-    return ENV_PREFIX + conn_id.upper()
 
 
 def check_id(conn_id: object) -> str:
@@ -102,7 +85,7 @@ class Connection:
         from the store (the running attempt's, or this process's own outside an attempt).
         Raises ``ConnectionNotFound`` or, for a URI that does not parse,
         ``InvalidConnection`` naming the variable."""
-        name = env_name(conn_id)
+        name = connection_env_name(conn_id)
         uri = os.environ.get(name)
         found = cls.from_uri(conn_id, uri, source=name) if uri is not None else _stored(conn_id)
         if found is None:
@@ -114,7 +97,7 @@ class Connection:
     def from_uri(cls, conn_id: str, uri: str, source: str = "uri") -> Connection:
         """The connection an Airflow-style URI describes (see the module's docstring);
         ``source`` names where the URI came from in the error of one that does not parse."""
-        parts = _split(uri, source)
+        parts = split_uri(uri, source)
         query = dict(parse_qsl(parts.query, keep_blank_values=True))
         return cls(
             conn_id=conn_id,
@@ -148,36 +131,6 @@ class Connection:
         if self.extra:
             uri += ("?" if self.schema else "/?") + _query(self.extra)
         return uri
-
-
-def uri_secrets(uri: str) -> set[str]:
-    """The password of a connection URI, decoded and as written (a command that echoes the
-    URI shows the latter); none for a URI that does not parse."""
-    try:
-        written = _split(uri, "uri").password
-    except InvalidConnection:
-        return set()
-    return {written, unquote(written)} if written else set()
-
-
-def _split(uri: str, source: str):
-    """``urlsplit`` of a connection URI, checked: a type (``postgresql://``) and a port
-    that is a number. Never in the error: the URI, nor what ``urlsplit`` says of it, which
-    may quote the password (``user:pw/x@host`` makes ``pw`` the port)."""
-    if not isinstance(uri, str) or not _SCHEME.match(uri):
-        raise InvalidConnection(
-            source, f"not a connection URI: it must start with its type, as {EXAMPLE_URI}"
-        )
-    try:
-        parts = urlsplit(uri)
-        parts.port  # noqa: B018 - raises for a port that is not a number
-    except ValueError:
-        raise InvalidConnection(
-            source,
-            "not a connection URI: its host or port does not parse (a port is a number "
-            "from 0 to 65535; percent-encode '/', '@', ':' and '?' in a login or password)",
-        ) from None
-    return parts
 
 
 def _hostname(parts) -> str:
@@ -215,7 +168,7 @@ def _query(extra: dict[str, Any]) -> str:
 
 
 def _stored(conn_id: str) -> Connection | None:
-    from dagrun.runtime.context import db_url
+    from dagrun.runtime.current import db_url
     from dagrun.store.connections import get_connection
     from dagrun.store.engine import shared_store
 

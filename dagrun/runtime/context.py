@@ -1,13 +1,13 @@
 """The run context a task receives: dates in the DAG's timezone, ids, fencing for effects.
 
 A task callable declares the names it wants (``ds``, ``data_interval_start``, ``ctx`` ...);
-templates see the same names. While an attempt runs, ``current()`` returns its context so
-helpers such as partitions can fence their writes without the task passing anything along.
+templates see the same names. While an attempt runs, ``current.current()`` returns its
+context so helpers such as partitions can fence their writes without the task passing
+anything along.
 """
 
 from __future__ import annotations
 
-from contextvars import ContextVar
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import ModuleType
@@ -116,23 +116,3 @@ def make_context(
         ti_id=ti_id,
         db_url=db_url,
     )
-
-
-_current: ContextVar[TaskContext | None] = ContextVar("dagrun_task_context", default=None)
-
-
-def current() -> TaskContext | None:
-    """The context of the attempt running in this process, if any."""
-    return _current.get()
-
-
-def db_url() -> str | None:
-    """The database of the attempt running in this process; None outside an attempt (or
-    in one run without a store), where variables and connections come from this process's
-    own database."""
-    context = _current.get()
-    return context.db_url if context is not None else None
-
-
-def set_current(context: TaskContext | None) -> None:
-    _current.set(context)

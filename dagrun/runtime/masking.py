@@ -29,7 +29,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, TextIO
 
 from dagrun.errors import StoreError
-from dagrun.store.sensitive import is_sensitive
+from dagrun.runtime.environment import environment_secrets
 
 if TYPE_CHECKING:
     import subprocess
@@ -143,7 +143,7 @@ class SecretCache:
                 if db_url != self._db_url or self._read_at is None:
                     raise
         self._db_url, self._read_at = db_url, now
-        self.masker.know(self._stored | _environment_secrets() | self._registered)
+        self.masker.know(self._stored | environment_secrets() | self._registered)
 
 
 def _stored_secrets(db_url: str) -> frozenset[str]:
@@ -156,19 +156,6 @@ def _stored_secrets(db_url: str) -> frozenset[str]:
         # an idle PostgreSQL connection for a read made every few seconds at most.
         conn.detach()
         return frozenset(stored_secrets(conn))
-
-
-def _environment_secrets() -> set[str]:
-    from dagrun.runtime import connections, variables
-
-    found: set[str] = set()
-    for name, value in os.environ.items():
-        if name.startswith(variables.ENV_PREFIX):
-            if is_sensitive(name.removeprefix(variables.ENV_PREFIX)):
-                found.add(value)
-        elif name.startswith(connections.ENV_PREFIX):
-            found.update(connections.uri_secrets(value))
-    return found
 
 
 #: This process's secrets (a worker child's, or a command's running an attempt in-process).

@@ -43,7 +43,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from dagrun.errors import DagrunError, NonRetryableError
-from dagrun.runtime.context import TaskContext, current
+from dagrun.runtime.context import TaskContext
+from dagrun.runtime.current import current
 
 if TYPE_CHECKING:
     import pandas as pd

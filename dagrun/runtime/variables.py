@@ -3,7 +3,7 @@
 ``Variable.get("region")`` reads the environment variable ``DAGRUN_VAR_REGION`` (the key
 upper-cased) when it is set, the store otherwise (``dagrun variables set``); in an attempt
 the attempt's store, outside one this process's own (``DAGRUN_DB_URL``, or the default under
-``DAGRUN_HOME``). The value of a key naming a secret (``masking.is_sensitive``) is masked
+``DAGRUN_HOME``). The value of a key naming a secret (``sensitive.is_sensitive``) is masked
 in attempt logs from the moment it is fetched or set.
 
 In templates, ``{{ var.value.region }}`` and ``{{ var.json.limits.daily }}`` (``VAR``).
@@ -18,8 +18,9 @@ from typing import Any
 
 from dagrun.errors import UsageError
 from dagrun.runtime import masking
+from dagrun.runtime.environment import variable_env_name
+from dagrun.store.sensitive import is_sensitive
 
-ENV_PREFIX = "DAGRUN_VAR_"
 #: Keys name environment variables and CLI arguments: no spaces, no line breaks.
 _KEY = re.compile(r"[A-Za-z0-9_.-]{1,250}")
 _RAISE: Any = object()
@@ -30,7 +31,7 @@ class VariableNotFound(UsageError, KeyError):
 
     def __init__(self, key: str):
         super().__init__(
-            f"no variable '{key}' (see `dagrun variables list`; or set {env_name(key)})"
+            f"no variable '{key}' (see `dagrun variables list`; or set {variable_env_name(key)})"
         )
         self.key = key
 
@@ -44,11 +45,6 @@ class InvalidVariable(UsageError, ValueError):
     def __init__(self, key: object, reason: str):
         super().__init__(f"variable {key!r}: {reason}")
         self.key = key
-
-
-def env_name(key: str) -> str:
-    """The environment variable that overrides variable ``key``."""
-    return ENV_PREFIX + key.upper()
 
 
 def check_key(key: object) -> str:
@@ -73,14 +69,14 @@ class Variable:
     def get(key: str, default: Any = _RAISE, deserialize_json: bool = False) -> Any:
         """The value of ``key`` (text, or its JSON with ``deserialize_json``); ``default``
         when there is none, else ``VariableNotFound``."""
-        text = os.environ.get(env_name(key))
+        text = os.environ.get(variable_env_name(key))
         if text is None:
             text = _stored(key)
         if text is None:
             if default is _RAISE:
                 raise VariableNotFound(key)
             return default
-        if masking.is_sensitive(key):
+        if is_sensitive(key):
             masking.register(text)
         return decode(key, text) if deserialize_json else text
 
@@ -101,13 +97,13 @@ class Variable:
             raise InvalidVariable(
                 key, f"a value is a str (or pass serialize_json=True), not {type(value).__name__}"
             )
-        if masking.is_sensitive(key):
+        if is_sensitive(key):
             masking.register(value)
         _store_value(key, value, description)
 
 
 def _stored(key: str) -> str | None:
-    from dagrun.runtime.context import db_url
+    from dagrun.runtime.current import db_url
     from dagrun.store.engine import shared_store
     from dagrun.store.variables import get_variable
 
@@ -119,7 +115,7 @@ def _stored(key: str) -> str | None:
 def _store_value(key: str, value: str, description: str | None) -> None:
     """Write the variable and its audit entry (naming the task that set it, in an attempt)
     in one transaction."""
-    from dagrun.runtime.context import current, db_url
+    from dagrun.runtime.current import current, db_url
     from dagrun.store import audit
     from dagrun.store.engine import shared_store
     from dagrun.store.variables import set_variable

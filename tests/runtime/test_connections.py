@@ -13,11 +13,10 @@ from dagrun.runtime.connections import (
     CONN,
     Connection,
     ConnectionNotFound,
-    InvalidConnection,
     check_id,
-    uri_secrets,
 )
-from dagrun.runtime.context import set_current
+from dagrun.runtime.current import set_current
+from dagrun.runtime.environment import InvalidConnection, uri_secrets
 from dagrun.runtime.runner import render
 from dagrun.store import connections as conn_store
 from tests.helpers import task_context

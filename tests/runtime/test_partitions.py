@@ -23,7 +23,8 @@ from dagrun import DAG, BashTask, partition
 from dagrun.errors import LeaseLost, NonRetryableError
 from dagrun.parsing.loader import build_spec
 from dagrun.runtime import partitions as partitions_module
-from dagrun.runtime.context import make_context, set_current
+from dagrun.runtime.context import make_context
+from dagrun.runtime.current import set_current
 from dagrun.runtime.partitions import InvalidPartition, PartitionNotFound
 from dagrun.states import RunType
 from dagrun.store import attempts, engine, registry, runs, upkeep
