@@ -13,13 +13,8 @@ from zoneinfo import ZoneInfo
 from dagrun.store import reads
 from dagrun.store.reads import RunRow
 from dagrun.timing.instants import iso
-from dagrun.webapp.asset_views import (
-    callback_json,
-    dag_assets_json,
-    read_assets,
-    read_callbacks,
-    read_dag_assets,
-)
+from dagrun.webapp.asset_views import dag_assets_json, read_assets, read_dag_assets
+from dagrun.webapp.callback_views import callback_json, read_callbacks
 from dagrun.webapp.grid import GridCell, GridRow, GridShape
 from dagrun.webapp.http import Request, Response, json_response
 from dagrun.webapp.models import (

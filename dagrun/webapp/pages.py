@@ -11,7 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from dagrun.states import RunState
 from dagrun.store import reads
-from dagrun.webapp.asset_views import read_assets, read_callback, read_callbacks, read_dag_assets
+from dagrun.webapp.asset_views import read_assets, read_dag_assets
+from dagrun.webapp.callback_views import read_callback, read_callbacks
 from dagrun.webapp.durations import MAX_RUNS, read_durations, runs_param
 from dagrun.webapp.gantt import read_gantt
 from dagrun.webapp.grid import GridShape

@@ -1,0 +1,52 @@
+"""The tree's shape, checked: stages in folders, no import cycle, modules that stay readable.
+
+import-linter (``lint-imports`` in CI, contracts in ``pyproject.toml``) keeps the stages'
+arrows pointing one way; these tests keep what its contracts cannot say.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import grimp
+import networkx as nx
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "dagrun"
+STAGES = {"timing", "authoring", "parsing", "store", "runtime", "webapp", "cli"}
+#: Modules left directly in ``dagrun/``: the public API and the leaves every stage shares.
+MOST_PLAIN_MODULES = 8
+MOST_LINES = 600
+
+
+@pytest.fixture(scope="module")
+def graph() -> nx.DiGraph:
+    """dagrun's imports, function-level ones included, ``TYPE_CHECKING`` ones left out."""
+    found = grimp.build_graph("dagrun", exclude_type_checking_imports=True)
+    graph = nx.DiGraph()
+    for module in found.modules:
+        graph.add_node(module)
+        for imported in found.find_modules_directly_imported_by(module):
+            graph.add_edge(module, imported)
+    return graph
+
+
+def test_no_module_takes_part_in_an_import_cycle(graph):
+    cycles = [sorted(c) for c in nx.strongly_connected_components(graph) if len(c) > 1]
+    assert cycles == []
+
+
+def test_every_stage_is_a_folder_and_few_plain_modules_are_left_at_the_top():
+    folders = {p.name for p in PACKAGE.iterdir() if p.is_dir() and p.name != "__pycache__"}
+    assert folders <= STAGES and {"timing", "parsing", "store", "runtime"} <= folders
+    plain = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(plain) <= MOST_PLAIN_MODULES, plain
+
+
+def test_no_module_is_longer_than_a_few_hundred_lines():
+    long = {
+        str(path.relative_to(PACKAGE)): lines
+        for path in PACKAGE.rglob("*.py")
+        if (lines := len(path.read_text().splitlines())) > MOST_LINES
+    }
+    assert long == {}
