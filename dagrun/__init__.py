@@ -2,10 +2,8 @@
 
 The authoring API is all a DAG file needs::
 
-    from dagrun import DAG, task, BashTask, Param, NonRetryableError
+    from dagrun import DAG, task, BashTask, Param, NonRetryableError, notify
 
-
-    from dagrun.runtime import notify
 Its names are imported on first use (PEP 562): a command such as ``dagrun dags list`` or a
 worker's parent never builds a DAG, so it does not pay for the authoring modules, while a DAG
 file's ``from dagrun import DAG`` works as if they were imported here.
@@ -18,9 +16,11 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from dagrun.authoring.assets import Asset
-    from dagrun.authoring.dag import DAG, BashTask, PythonTask, task
+    from dagrun.authoring.dag import DAG
     from dagrun.authoring.groups import TaskGroup, task_group
     from dagrun.authoring.params import Param
+    from dagrun.authoring.taskflow import task
+    from dagrun.authoring.tasks import BashTask, PythonTask
     from dagrun.errors import NonRetryableError
     from dagrun.runtime import notify
     from dagrun.runtime.connections import Connection
@@ -31,16 +31,16 @@ if TYPE_CHECKING:
 _HOMES = {
     "DAG": "dagrun.authoring.dag",
     "Asset": "dagrun.authoring.assets",
-    "BashTask": "dagrun.authoring.dag",
+    "BashTask": "dagrun.authoring.tasks",
     "Connection": "dagrun.runtime.connections",
     "NonRetryableError": "dagrun.errors",
     "Param": "dagrun.authoring.params",
-    "PythonTask": "dagrun.authoring.dag",
+    "PythonTask": "dagrun.authoring.tasks",
     "TaskGroup": "dagrun.authoring.groups",
     "Variable": "dagrun.runtime.variables",
     "notify": "dagrun.runtime.notify",
     "partition": "dagrun.runtime.partitions",
-    "task": "dagrun.authoring.dag",
+    "task": "dagrun.authoring.taskflow",
     "task_group": "dagrun.authoring.groups",
 }
 

@@ -13,10 +13,14 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from dagrun.authoring.dag import DependencyMixin, Task, current_dag, first_free
+from dagrun.authoring.dag import current_dag, first_free
+from dagrun.authoring.dependencies import DependencyMixin
 from dagrun.errors import DagDefinitionError
+
+if TYPE_CHECKING:
+    from dagrun.authoring.tasks import Task
 
 #: A task id's characters without ``.``, which joins the ids of nested groups.
 GROUP_KEY = re.compile(r"[A-Za-z0-9_-]{1,200}")

@@ -3,7 +3,7 @@
 A parse child (``dagrun.parsing.parser``), a worker child running an attempt and ``dagrun tasks
 test`` import files through here. The processes that only orchestrate (a command's parent,
 the scheduler, a worker's parent) never import this module, so they do not pay for the
-authoring API it loads (``dagrun.authoring.dag`` and what it needs).
+authoring API it loads (``dagrun.authoring.dag``, ``tasks`` and what they need).
 """
 
 from __future__ import annotations
@@ -19,7 +19,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
-from dagrun.authoring.dag import DAG, TASK_CALLBACKS, TaskOutput, collect_dags
+from dagrun.authoring.dag import DAG, collect_dags
+from dagrun.authoring.options import TASK_CALLBACKS
+from dagrun.authoring.tasks import TaskOutput
 from dagrun.errors import DagFileError
 from dagrun.parsing.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
 from dagrun.timing.timetable import CronTimetable

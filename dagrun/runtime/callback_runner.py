@@ -24,12 +24,14 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
-from dagrun.authoring.dag import DAG, TASK_CALLBACKS
+from dagrun.authoring.dag import DAG
+from dagrun.authoring.options import TASK_CALLBACKS
 from dagrun.authoring.params import resolve
 from dagrun.errors import StoreError
 from dagrun.parsing.loader import isolated
 from dagrun.runtime import masking
-from dagrun.runtime.context import make_context, set_current
+from dagrun.runtime.context import make_context
+from dagrun.runtime.current import set_current
 from dagrun.runtime.masking import Masker
 from dagrun.runtime.runner import (
     AttemptResult,

@@ -30,13 +30,15 @@ from typing import Any, TextIO
 
 from dagrun import processes
 from dagrun.authoring import mapping, templates
-from dagrun.authoring.dag import DAG, BashTask, PythonTask, Task, TaskOutput
+from dagrun.authoring.dag import DAG
 from dagrun.authoring.params import resolve
 from dagrun.authoring.sensor_options import SensorMode
+from dagrun.authoring.tasks import BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError, StoreError
 from dagrun.parsing.loader import import_file, isolated
 from dagrun.runtime import masking
-from dagrun.runtime.context import TaskContext, make_context, set_current
+from dagrun.runtime.context import TaskContext, make_context
+from dagrun.runtime.current import set_current
 from dagrun.runtime.masking import Masker, MaskingWriter
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles

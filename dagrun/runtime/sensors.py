@@ -21,7 +21,9 @@ import os
 from datetime import UTC, datetime
 from typing import Any
 
-from dagrun.authoring.dag import PythonTask, check_id, split_sensor_options
+from dagrun.authoring.dag import check_id
+from dagrun.authoring.options import split_sensor_options
+from dagrun.authoring.tasks import PythonTask
 from dagrun.errors import DagDefinitionError, NonRetryableError
 from dagrun.runtime.context import TaskContext
 from dagrun.states import FAILED_TASK_STATES, RunState

@@ -1,4 +1,5 @@
-"""Tests for dagrun.authoring.dag: the authoring API of DESIGN section 2, without a database."""
+"""Tests for the authoring API of DESIGN section 2 (dagrun.authoring.dag, tasks and
+taskflow), without a database."""
 
 from __future__ import annotations
 
@@ -7,7 +8,9 @@ from datetime import timedelta
 import pytest
 
 from dagrun import DAG, BashTask, PythonTask, task
-from dagrun.authoring.dag import CONTEXT_NAMES, TASK_DEFAULTS, TaskOutput
+from dagrun.authoring.context_names import CONTEXT_NAMES
+from dagrun.authoring.options import TASK_DEFAULTS
+from dagrun.authoring.tasks import TaskOutput
 from dagrun.errors import DagDefinitionError, ScheduleError, UsageError
 
 

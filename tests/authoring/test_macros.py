@@ -14,9 +14,10 @@ import pytest
 
 from dagrun import DAG, BashTask, task
 from dagrun.authoring import macros
+from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.errors import DagDefinitionError
 from dagrun.parsing import parser
-from dagrun.runtime.context import CONTEXT_NAMES, make_context
+from dagrun.runtime.context import make_context
 from dagrun.runtime.runner import DagCache, execute, render
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles

@@ -1,0 +1,130 @@
+"""The TaskFlow API: ``@task`` and its variants ``@task.branch``, ``@task.short_circuit`` and
+``@task.sensor``.
+
+A decorated function is a ``TaskFunction``: each call inside a DAG adds a ``PythonTask`` and
+returns its ``TaskOutput``, and ``partial``/``expand`` add a mapped one. Apart from the task
+classes (``dagrun.authoring.tasks``) because it is the one way in that builds tasks from
+calls, with its own rules (unique ids per call, outputs as arguments).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from dagrun.authoring.dag import current_dag
+from dagrun.authoring.dependencies import DependencyMixin
+from dagrun.authoring.options import split_sensor_options
+from dagrun.authoring.tasks import PythonTask, Task, TaskOutput
+from dagrun.errors import DagDefinitionError
+
+
+class TaskFunction(DependencyMixin):
+    """What ``@task`` returns: calling it inside a DAG adds a task and returns its output;
+    ``partial(...)`` and ``expand(...)`` add a mapped task."""
+
+    def __init__(
+        self, function: Callable[..., Any], options: dict[str, Any], choice: str | None = None
+    ):
+        self.function = function
+        self.task_id = options.pop("task_id", None) or function.__name__
+        self.options = options
+        self.choice = choice
+        self.tasks: list[PythonTask] = []
+        self.__doc__ = function.__doc__
+        self.__name__ = function.__name__
+
+    def __call__(self, *args: Any, **kwargs: Any) -> TaskOutput:
+        return self._add(args, kwargs, {})
+
+    def partial(self, **kwargs: Any) -> PartialCall:
+        """Fix the arguments every mapped instance shares; ``expand`` maps the rest."""
+        return PartialCall(self, kwargs)
+
+    def expand(self, **mapped: Any) -> TaskOutput:
+        """One task instance per element of each list (the product of them when several),
+        each a list or an upstream task's output; downstream tasks get the results as a
+        list in index order."""
+        return self._add((), {}, mapped)
+
+    def _add(self, args: tuple, kwargs: dict[str, Any], mapped: dict[str, Any]) -> TaskOutput:
+        dag = current_dag()
+        if dag is None:
+            raise DagDefinitionError(
+                "called outside a DAG: call @task functions inside `with DAG(...):`",
+                task_id=self.task_id,
+            )
+        if self.choice and mapped:
+            raise DagDefinitionError(f"a {self.choice} task cannot be mapped", task_id=self.task_id)
+        task_id = dag.unique_task_id(self.task_id)
+        created = PythonTask(
+            task_id,
+            self.function,
+            args,
+            kwargs,
+            dag=dag,
+            choice=self.choice,
+            mapped=mapped,
+            **self.options,
+        )
+        self.tasks.append(created)
+        return TaskOutput(created)
+
+    def last_task(self) -> Task:
+        if not self.tasks:
+            raise DagDefinitionError(
+                "used in a dependency before it was called; write `name()` to create the task",
+                task_id=self.task_id,
+            )
+        return self.tasks[-1]
+
+    def edge_tasks(self, upstream: bool) -> list[Task]:
+        """The task its last call added, on either side of an edge."""
+        return [self.last_task()]
+
+
+class PartialCall:
+    """``f.partial(x=1)``: the constant arguments of a mapped task, waiting for ``expand``."""
+
+    def __init__(self, function: TaskFunction, kwargs: dict[str, Any]):
+        self.function = function
+        self.kwargs = kwargs
+
+    def expand(self, **mapped: Any) -> TaskOutput:
+        return self.function._add((), self.kwargs, mapped)
+
+
+def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """Decorate a function as a task: ``@task`` or ``@task(retries=5, trigger_rule=...)``."""
+    return _decorator(function, options, None)
+
+
+def _decorator(function: Callable[..., Any] | None, options: dict[str, Any], choice: str | None):
+    if function is not None:
+        return TaskFunction(function, options, choice)
+    return lambda f: TaskFunction(f, dict(options), choice)
+
+
+def _branch(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.branch``: the function returns the task id (or a list of them, or None) of
+    the direct downstream tasks to run; the others are skipped."""
+    return _decorator(function, options, "branch")
+
+
+def _short_circuit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.short_circuit``: a falsy return value skips every task downstream of it,
+    whatever their trigger rules; a truthy one changes nothing."""
+    return _decorator(function, options, "short_circuit")
+
+
+def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.sensor(poke_interval=60, timeout=3600, mode="reschedule", soft_fail=False)``:
+    the function returns truthy once its condition holds, and is poked every
+    ``poke_interval`` until then, for at most ``timeout`` from its first poke."""
+    sensor, rest = split_sensor_options(options)
+    return _decorator(function, {**rest, "sensor": sensor}, None)
+
+
+task.branch = _branch  # type: ignore[attr-defined]
+task.short_circuit = _short_circuit  # type: ignore[attr-defined]
+task.sensor = _sensor  # type: ignore[attr-defined]

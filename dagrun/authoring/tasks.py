@@ -1,0 +1,260 @@
+"""The tasks: ``Task`` and its kinds (``PythonTask``, ``BashTask`` and its ``partial``), and
+``TaskOutput``, the future return value that TaskFlow passes between them.
+
+A task joins the current DAG (``dagrun.authoring.dag``) when it is created, checks its
+options, templates and mapped arguments there, and records its upstream tasks; what running
+it means is the runner's (``dagrun.runtime.task_calls``). ``@task`` builds ``PythonTask``
+values (``dagrun.authoring.taskflow``).
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from dagrun.authoring import mapping, templates
+from dagrun.authoring.context_names import CONTEXT_NAMES
+from dagrun.authoring.dag import check_id, current_dag
+from dagrun.authoring.dependencies import DependencyMixin
+from dagrun.authoring.options import TASK_DEFAULTS, check_options, sensor_spec
+from dagrun.errors import DagDefinitionError
+
+if TYPE_CHECKING:
+    from dagrun.authoring.dag import DAG
+
+
+class Task(DependencyMixin):
+    """One node of the graph. Subclasses say what running it means."""
+
+    kind = "task"
+    #: Whether a mapped task expands over this task's return value (which must be a list).
+    feeds_mapping = False
+    #: The arguments ``expand()`` maps over: a literal list or an upstream's output each.
+    mapped: dict[str, Any] = {}
+
+    def __init__(self, task_id: str, dag: DAG | None = None, **options: Any):
+        dag = dag or current_dag()
+        if dag is None:
+            raise DagDefinitionError(
+                "created outside a DAG: use `with DAG(...):` or pass dag=", task_id=task_id
+            )
+        # The id is not passed as task_id=: a bad one (with a newline) would be printed raw
+        # in the message's prefix, and an import error keeps only its first line.
+        self.task_id = check_id("task", dag.qualify(task_id), dag_id=dag.dag_id)
+        #: The path of the task group it was created in (``outer.inner``), None outside any.
+        self.group = dag.open_groups[-1].path if dag.open_groups else None
+        self.dag = dag
+        own = check_options(options, dag_id=dag.dag_id, task_id=self.task_id)
+        self.options = {**TASK_DEFAULTS, **dag.default_args, **own}
+        self.upstream_ids: list[str] = []
+        self._check_templates()
+        dag.add_task(self)
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__} {self.dag.dag_id}.{self.task_id}>"
+
+    def edge_tasks(self, upstream: bool) -> list[Task]:
+        return [self]
+
+    def templated(self) -> dict[str, Any]:
+        """The fields the runner renders as templates before an attempt, by name."""
+        return {"params": self.options["params"]}
+
+    def _check_templates(self) -> None:
+        """Parse every template now, so that a syntax error or a name the context does not
+        have fails the file's import instead of every attempt of the task."""
+        for name, value in self.templated().items():
+            for where, source in templates.sources(value, name):
+                problem = templates.problem(source, CONTEXT_NAMES)
+                if problem:
+                    raise DagDefinitionError(
+                        f"template in {where} {problem}",
+                        dag_id=self.dag.dag_id,
+                        task_id=self.task_id,
+                    )
+
+    def add_upstream(self, other: Task) -> None:
+        if other.dag is not self.dag:
+            raise DagDefinitionError(
+                f"cannot depend on '{other.task_id}' of another DAG '{other.dag.dag_id}'",
+                dag_id=self.dag.dag_id,
+                task_id=self.task_id,
+            )
+        if other.task_id not in self.upstream_ids:
+            self.upstream_ids.append(other.task_id)
+
+    @property
+    def data_inputs(self) -> list[str]:
+        """Upstream task ids whose return values this task receives (TaskFlow, or the
+        lists it is mapped over)."""
+        return _output_ids(self.mapped.values())
+
+    def _check_mapped(self) -> None:
+        """What ``expand()`` maps over: each a JSON list no longer than the limit, or the
+        output of an upstream task (which must then return such a list)."""
+        for name, value in self.mapped.items():
+            if isinstance(value, TaskOutput):
+                value.task.feeds_mapping = True
+                continue
+            problem = mapping.problem(value)
+            if problem:
+                raise DagDefinitionError(
+                    f"expand: {name} {problem}", dag_id=self.dag.dag_id, task_id=self.task_id
+                )
+        for value in self.mapped.values():
+            if isinstance(value, TaskOutput):
+                self.add_upstream(value.task)
+
+
+def _output_ids(values: Iterable[Any]) -> list[str]:
+    """The ids of the tasks whose outputs are among ``values``."""
+    return sorted({v.task.task_id for v in values if isinstance(v, TaskOutput)})
+
+
+class BashTask(Task):
+    """Runs a shell command (a Jinja2 template) in its own process group."""
+
+    kind = "bash"
+
+    def __init__(
+        self,
+        task_id: str,
+        command: str | None = None,
+        env: dict[str, str] | None = None,
+        cwd: str | None = None,
+        dag: DAG | None = None,
+        *,
+        mapped: dict[str, Any] | None = None,
+        **options: Any,
+    ):
+        self.mapped = dict(mapped or {})
+        if "command" not in self.mapped and (not isinstance(command, str) or not command.strip()):
+            raise DagDefinitionError("BashTask needs a non-empty command string", task_id=task_id)
+        self.command = command or ""
+        self.env = {str(k): str(v) for k, v in (env or {}).items()}
+        self.cwd = cwd
+        super().__init__(task_id, dag=dag, **options)
+        self._check_mapped()
+        self._check_mapped_elements()
+
+    def _check_mapped_elements(self) -> None:
+        """A literal list of commands holds non-empty strings; of environments, dicts."""
+        wanted = {"command": (str, "a command string"), "env": (dict, "a dict of variables")}
+        for name, value in self.mapped.items():
+            kind, what = wanted[name]
+            if isinstance(value, TaskOutput):
+                continue
+            for i, element in enumerate(value):
+                if not isinstance(element, kind) or not element:
+                    raise DagDefinitionError(
+                        f"expand: {name}[{i}] must be {what}, not {element!r}",
+                        dag_id=self.dag.dag_id,
+                        task_id=self.task_id,
+                    )
+
+    @classmethod
+    def partial(cls, task_id: str, **kwargs: Any) -> BashPartial:
+        """Fix what every mapped instance shares; ``expand(command=[...])`` (or ``env=``)
+        maps the rest."""
+        return BashPartial(task_id, kwargs)
+
+    def templated(self) -> dict[str, Any]:
+        literal = {k: v for k, v in self.mapped.items() if not isinstance(v, TaskOutput)}
+        return {**super().templated(), "command": self.command, "env": self.env, **literal}
+
+
+class BashPartial:
+    """``BashTask.partial("t", env=...)``: a mapped BashTask waiting for ``expand``."""
+
+    #: The arguments a BashTask may be mapped over.
+    MAPPABLE = ("command", "env")
+
+    def __init__(self, task_id: str, kwargs: dict[str, Any]):
+        self.task_id = task_id
+        self.kwargs = kwargs
+
+    def expand(self, **mapped: Any) -> BashTask:
+        unknown = sorted(set(mapped) - set(self.MAPPABLE)) or ([] if mapped else ["(none)"])
+        if unknown:
+            raise DagDefinitionError(
+                f"expand: BashTask has no argument {unknown[0]!r} to map "
+                f"(it maps {' or '.join(self.MAPPABLE)})",
+                task_id=self.task_id,
+            )
+        return BashTask(self.task_id, mapped=mapped, **self.kwargs)
+
+
+class PythonTask(Task):
+    """Calls a Python function, passing the context names it declares and upstream outputs."""
+
+    kind = "python"
+
+    def __init__(
+        self,
+        task_id: str,
+        python_callable: Callable[..., Any],
+        args: tuple = (),
+        kwargs: dict[str, Any] | None = None,
+        dag: DAG | None = None,
+        *,
+        choice: str | None = None,
+        mapped: dict[str, Any] | None = None,
+        sensor: Mapping[str, Any] | None = None,
+        **options: Any,
+    ):
+        self.python_callable = python_callable
+        self.args = tuple(args)
+        self.kwargs = dict(kwargs or {})
+        #: ``"branch"`` or ``"short_circuit"`` (``@task.branch``, ``@task.short_circuit``).
+        self.choice = choice
+        self.mapped = dict(mapped or {})
+        super().__init__(task_id, dag=dag, **options)
+        #: A sensor's options (its callable is poked until it returns truthy); else None.
+        self.sensor = (
+            None
+            if sensor is None
+            else sensor_spec(sensor, dag_id=self.dag.dag_id, task_id=self.task_id)
+        )
+        self._check_signature()
+        self._check_mapped()
+        for value in (*self.args, *self.kwargs.values()):
+            if isinstance(value, TaskOutput):
+                self.add_upstream(value.task)
+
+    def _check_signature(self) -> None:
+        """Every parameter not bound by the call must be a context name or have a default."""
+        signature = inspect.signature(self.python_callable)
+        try:
+            bound = signature.bind_partial(*self.args, **self.kwargs, **self.mapped)
+        except TypeError as exc:
+            raise DagDefinitionError(
+                f"bad arguments: {exc}", dag_id=self.dag.dag_id, task_id=self.task_id
+            ) from None
+        for name, param in signature.parameters.items():
+            if name in bound.arguments or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
+                continue
+            if name not in CONTEXT_NAMES and param.default is param.empty:
+                raise DagDefinitionError(
+                    f"asks for {name!r}, which is neither an argument nor a context name "
+                    f"({', '.join(sorted(CONTEXT_NAMES))})",
+                    dag_id=self.dag.dag_id,
+                    task_id=self.task_id,
+                )
+
+    @property
+    def data_inputs(self) -> list[str]:
+        return _output_ids((*self.args, *self.kwargs.values(), *self.mapped.values()))
+
+
+class TaskOutput(DependencyMixin):
+    """The future return value of a task: pass it to another task call to depend on it."""
+
+    def __init__(self, task: Task):
+        self.task = task
+
+    def __repr__(self) -> str:
+        return f"<output of {self.task.task_id}>"
+
+    def edge_tasks(self, upstream: bool) -> list[Task]:
+        return [self.task]
