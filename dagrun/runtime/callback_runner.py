@@ -30,17 +30,11 @@ from dagrun.authoring.params import resolve
 from dagrun.errors import StoreError
 from dagrun.parsing.loader import isolated
 from dagrun.runtime import masking
+from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
 from dagrun.runtime.context import make_context
 from dagrun.runtime.current import set_current
 from dagrun.runtime.masking import Masker
-from dagrun.runtime.runner import (
-    AttemptResult,
-    DagCache,
-    captured,
-    log_folder_problem,
-    note,
-    one_line,
-)
+from dagrun.runtime.runner import AttemptResult, DagCache, one_line
 from dagrun.states import AttemptOutcome, CallbackEvent, TaskState
 
 #: The state a callback's context names for each event.

@@ -172,8 +172,8 @@ class _Command:
             raise NotifyError(f"{self!r} {reason}")
 
     def _render(self, context: Mapping[str, Any]) -> str:
-        """The command rendered; the runner (and Jinja2) only now, as parsing need neither."""
-        from dagrun.runtime.runner import render
+        """The command rendered; the renderer (and Jinja2) only now, as parsing need neither."""
+        from dagrun.runtime.rendering import render
 
         try:
             return render(self._command, dict(context))

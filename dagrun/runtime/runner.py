@@ -3,53 +3,38 @@
 ``execute`` runs inside a worker's child process (or in-process for ``dagrun test``). It never
 touches task state: it returns an :class:`AttemptResult` and the worker records it with a
 fenced update. stdout, stderr (file descriptors 1 and 2, so subprocesses and C extensions
-are captured too) and Python logging go to the attempt's own log file.
+are captured too) and Python logging go to the attempt's own log file
+(``dagrun.runtime.attempt_logs``); the templates are rendered by ``dagrun.runtime.rendering``
+and each kind of task is called by ``dagrun.runtime.task_calls``. Here: the attempt's request
+and result, the cache of imported DAG files, and the steps from one to the other.
 """
 
 from __future__ import annotations
 
 import contextlib
-import dataclasses
-import errno
-import faulthandler
-import functools
-import inspect
 import json
-import logging
 import os
-import signal
-import subprocess
-import sys
 import time
 import traceback
-import weakref
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any, TextIO
+from typing import Any
 
-from dagrun import processes
-from dagrun.authoring import mapping, templates
+from dagrun.authoring import mapping
 from dagrun.authoring.dag import DAG
-from dagrun.authoring.params import resolve
-from dagrun.authoring.sensor_options import SensorMode
 from dagrun.authoring.tasks import BashTask, PythonTask, Task, TaskOutput
 from dagrun.errors import NonRetryableError, StoreError
 from dagrun.parsing.loader import import_file, isolated
 from dagrun.runtime import masking
+from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
 from dagrun.runtime.context import TaskContext, make_context
 from dagrun.runtime.current import set_current
-from dagrun.runtime.masking import Masker, MaskingWriter
+from dagrun.runtime.task_calls import ConditionUnmet, run_bash, run_python, sense
 from dagrun.states import AttemptOutcome
-from dagrun.store import logfiles
 from dagrun.store.logfiles import LogRange
 
 MAX_RETURN_BYTES = 1_000_000
-
-
-class ConditionUnmet(Exception):
-    """A sensor's poke found its condition unmet: the attempt ends ``rescheduled`` and the
-    store decides whether the sensor waits for its next poke or has timed out."""
 
 
 @dataclass(frozen=True)
@@ -254,33 +239,6 @@ def _run_logged(
     return AttemptResult(AttemptOutcome.SUCCESS, return_value=encoded)
 
 
-def log_folder_problem(exc: OSError) -> str:
-    """What an error writing the log says about the log folder, in a few words."""
-    return {
-        errno.ENOSPC: "log folder full",
-        errno.EDQUOT: "log folder over its quota",
-        errno.EROFS: "log folder read-only",
-        errno.EACCES: "log folder not writable",
-        errno.EPERM: "log folder not writable",
-    }.get(exc.errno, "log folder unusable")
-
-
-def note(level: str, message: str) -> None:
-    """dagrun's own lines in the attempt log, in the logging format but without its cost
-    (this runs twice per attempt, and small tasks are many)."""
-    now = time.time()
-    sys.stderr.write(
-        f"{_stamp(int(now))},{int(now % 1 * 1000):03d} {level} dagrun.task: {message}\n"
-    )
-
-
-@functools.lru_cache(maxsize=1)
-def _stamp(second: int) -> str:
-    """The local time of a whole second, formatted once: both lines of a short attempt, and
-    the attempts after it, fall in the same second."""
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(second))
-
-
 def _run_task(
     request: AttemptRequest,
     context: TaskContext,
@@ -289,38 +247,17 @@ def _run_task(
 ) -> Any:
     task = cache.task(request.fileloc, request.dag_id, request.task_id, request.db_url)
     if isinstance(task, BashTask):
-        _run_bash(task, context, on_process_group, _mapped_values(task, request))
+        run_bash(task, context, on_process_group, _mapped_values(task, request))
         return None
     if isinstance(task, PythonTask):
         elements = _mapped_values(task, request)
         if task.sensor is not None:
-            value = _sense(task, context, request.inputs, elements)
+            value = sense(task, context, request.inputs, elements)
         else:
-            value = _run_python(task, context, request.inputs, elements)
+            value = run_python(task, context, request.inputs, elements)
         _check_value(task, value)
         return value
     raise TypeError(f"cannot run task of type {type(task).__name__}")
-
-
-def _sense(
-    task: PythonTask, context: TaskContext, inputs: dict[str, Any], elements: dict[str, Any]
-) -> Any:
-    """A sensor's pokes: its callable's truthy value, once its condition holds. In
-    reschedule mode one poke, raising ``ConditionUnmet`` when it does not; in poke mode one
-    every ``poke_interval`` while the attempt keeps its slot, until the timeout has passed
-    since the first (then ``ConditionUnmet`` too, and the store ends the sensor)."""
-    sensor = task.sensor
-    deadline = time.monotonic() + sensor.timeout
-    while True:
-        value = _run_python(task, context, inputs, elements)
-        if value:
-            return value
-        if sensor.mode == SensorMode.RESCHEDULE:
-            raise ConditionUnmet(f"condition unmet; next poke in {sensor.poke_interval:.10g} s")
-        left = deadline - time.monotonic()
-        if left <= 0:
-            raise ConditionUnmet(f"condition unmet after {sensor.timeout:.10g} s of pokes")
-        time.sleep(min(sensor.poke_interval, left))
 
 
 def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
@@ -382,259 +319,3 @@ def _encode(value: Any) -> str | None:
             "write bulk data to a partition"
         )
     return encoded
-
-
-def render(value: Any, names: dict[str, Any]) -> Any:
-    """Render Jinja2 templates in strings, recursively through lists and dicts."""
-    if isinstance(value, str):
-        if not templates.is_template(value):
-            return value
-        from jinja2 import TemplateError
-
-        try:
-            return templates.environment().from_string(value).render(**names)
-        except TemplateError as exc:
-            raise NonRetryableError(f"template {value!r}: {exc}") from None
-    if isinstance(value, list | tuple):
-        return type(value)(render(v, names) for v in value)
-    if isinstance(value, dict):
-        return {k: render(v, names) for k, v in value.items()}
-    return value
-
-
-def _with_params(task: Task, context: TaskContext) -> TaskContext:
-    """The context with ``params``: the DAG's declared params resolved against the run's conf
-    (checked again here, as the DAG may have changed since the run was triggered), then the
-    task's own rendered params on top. The context itself when there is neither a param nor
-    a conf (most tasks), as nothing would change."""
-    own = task.options.get("params")
-    if not task.dag.params and not own and not context.conf:
-        return context
-    params = resolve(task.dag.params, context.conf)
-    if own:
-        params.update(render(own, {**context.names(), "params": params}))
-    return dataclasses.replace(context, params=params)
-
-
-def _run_python(
-    task: PythonTask,
-    context: TaskContext,
-    inputs: dict[str, Any],
-    elements: dict[str, Any] | None = None,
-) -> Any:
-    context = _with_params(task, context)
-    set_current(context)
-
-    def resolve(value: Any) -> Any:
-        return inputs.get(value.task.task_id) if isinstance(value, TaskOutput) else value
-
-    args = [resolve(a) for a in task.args]
-    kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
-    kwargs.update(elements or {})
-    wanted = _wanted_names(task, context)
-    if wanted:
-        names = context.names()
-        kwargs.update((name, names[name]) for name in wanted)
-    return task.python_callable(*args, **kwargs)
-
-
-_WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKeyDictionary()
-
-
-def _wanted_names(task: PythonTask, context: TaskContext) -> tuple[str, ...]:
-    """The context names to pass the callable as keywords, in order: the parameters the call
-    leaves unbound that are context names, or every name not already passed when it takes
-    ``**kwargs``. This depends only on the task (its signature and how it is called), so it
-    is worked out once per task, not per attempt; a reloaded file brings new tasks."""
-    wanted = _WANTED.get(task)
-    if wanted is None:
-        known = context.names()
-        signature = inspect.signature(task.python_callable)
-        bound = signature.bind_partial(*task.args, **task.kwargs, **task.mapped).arguments
-        found: list[str] = []
-        for name, param in signature.parameters.items():
-            if param.kind == param.VAR_KEYWORD:
-                taken = {*bound, *task.kwargs, *task.mapped, *found}
-                found += [k for k in known if k not in taken]
-            elif name not in bound and name in known:
-                found.append(name)
-        wanted = _WANTED[task] = tuple(found)
-    return wanted
-
-
-def bash_environment(context: TaskContext, extra: dict[str, str]) -> dict[str, str]:
-    """The environment of a BashTask: the worker's, the run's dates as DS-style variables."""
-    env = dict(os.environ)
-    env.update(
-        {
-            "DS": context.ds,
-            "DS_NODASH": context.ds_nodash,
-            "LOGICAL_DATE": context.logical_date.isoformat(),
-            "DATA_INTERVAL_START": context.data_interval_start.isoformat(),
-            "DATA_INTERVAL_END": context.data_interval_end.isoformat(),
-            "RUN_ID": context.run_id,
-            "DAG_ID": context.dag_id,
-            "TASK_ID": context.task_id,
-            "TRY_NUMBER": str(context.try_number),
-            "IDEMPOTENCY_KEY": context.idempotency_key,
-            "FENCE_TOKEN": str(context.fence_token),
-        }
-    )
-    env.update(extra)
-    return env
-
-
-def _run_bash(
-    task: BashTask,
-    context: TaskContext,
-    on_process_group: Callable[[int], None] | None,
-    elements: dict[str, Any] | None = None,
-) -> None:
-    """Run the task's command (a mapped instance's own ``command``, with its ``env`` on top
-    of the task's) in a process group of its own."""
-    context = _with_params(task, context)
-    names = context.names()
-    elements = elements or {}
-    command = render(str(elements.get("command", task.command)), names)
-    extra = {**task.env, **{str(k): str(v) for k, v in elements.get("env", {}).items()}}
-    env = bash_environment(context, {k: render(v, names) for k, v in extra.items()})
-    logging.getLogger("dagrun.task").info("running: %s", command)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    masker = masking.active()
-    process = subprocess.Popen(
-        ["bash", "-c", command],
-        env=env,
-        cwd=task.cwd,
-        preexec_fn=processes.own_session,
-        **masking.piped(masker),
-    )
-    if on_process_group:
-        on_process_group(process.pid)
-    try:
-        if masker:
-            masking.pump(process, masker)
-        code = process.wait()
-    finally:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-        if process.stdout is not None:
-            process.stdout.close()
-    if code != 0:
-        reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        raise RuntimeError(f"command {reason}")
-
-
-@contextlib.contextmanager
-def captured(log_dir: str | None, masker: Masker | None = None) -> Iterator[list[LogRange]]:
-    """Send fds 1 and 2, ``sys.stdout``/``sys.stderr`` and Python logging to this process's
-    log segment under ``log_dir``, then restore them all (the child runs many attempts);
-    the streams and logging through ``masker`` once it knows a secret (``_watch``).
-    The list it yields holds the attempt's range of the segment once the block is over."""
-    log: list[LogRange] = []
-    if log_dir is None:
-        yield log
-        return
-    target = _fd2_target()
-    saved_streams = sys.stdout, sys.stderr
-    root = logging.getLogger()
-    level = root.level
-    sys.stdout.flush()
-    sys.stderr.flush()
-    segment = logfiles.segment(log_dir)
-    offset = segment.start()
-    saved_fds = _redirect_fds(segment.fd)
-    try:
-        sys.stdout = sys.stderr = target.stream
-        # On fd 2, not on the segment, so it stays valid after the attempt and is left on:
-        # a segfault's traceback goes to whatever fd 2 is, this attempt's log while it runs.
-        # Enabled every time (under a microsecond) in case a task turned it off or moved it.
-        faulthandler.enable(file=2)
-        root.addHandler(target.handler)
-        _set_level(root, min(level, logging.INFO) if level else logging.INFO)
-        if masker is not None:
-            _watch(target, masker)
-        yield log
-    finally:
-        if masker is not None:
-            _unwatch(target, masker)
-        if not target.stream.closed:  # a task may close sys.stdout; _fd2_target replaces it
-            with contextlib.suppress(OSError):  # a full disk: what was written stays
-                target.stream.flush()
-        sys.stdout, sys.stderr = saved_streams
-        root.removeHandler(target.handler)
-        _set_level(root, level)
-        _restore_fds(saved_fds)
-        log.append(LogRange(segment.path, offset, segment.end() - offset))
-
-
-def _watch(target: _Fd2Target, masker: Masker) -> None:
-    """Write ``sys.stdout``, ``sys.stderr`` and the log handler through ``masker`` from the
-    moment it knows a secret: at once, or when the task fetches its first. An attempt with
-    none keeps the plain stream, and its BashTask writes to the log directly."""
-
-    def mask_streams() -> None:
-        if not isinstance(target.handler.stream, MaskingWriter):
-            writer = MaskingWriter(target.stream, masker)
-            sys.stdout = sys.stderr = writer
-            target.handler.setStream(writer)
-
-    masker.on_known = mask_streams
-    if masker:
-        mask_streams()
-
-
-def _unwatch(target: _Fd2Target, masker: Masker) -> None:
-    """Undo ``_watch``; what the masking writer still holds (a line not ended) is written."""
-    masker.on_known = None
-    writer = target.handler.stream
-    if isinstance(writer, MaskingWriter):
-        target.handler.stream = target.stream
-        if not target.stream.closed:
-            with contextlib.suppress(OSError):
-                writer.flush()
-
-
-def _redirect_fds(fd: int) -> tuple[int, int]:
-    """Point fds 1 and 2 at ``fd``; returns copies of what they were."""
-    saved = os.dup(1), os.dup(2)
-    os.dup2(fd, 1)
-    os.dup2(fd, 2)
-    return saved
-
-
-def _restore_fds(saved: tuple[int, int]) -> None:
-    for target, fd in enumerate(saved, start=1):
-        os.dup2(fd, target)
-        os.close(fd)
-
-
-@dataclass(frozen=True)
-class _Fd2Target:
-    """A text stream on fd 2 and a logging handler writing to it. Made once per process:
-    every attempt points fd 2 at its log segment, so the same stream and handler serve all
-    of them, where building both per attempt was much of a small attempt's cost."""
-
-    stream: TextIO
-    handler: logging.Handler
-
-
-_target: _Fd2Target | None = None
-
-
-def _fd2_target() -> _Fd2Target:
-    global _target
-    if _target is None or _target.stream.closed:
-        stream = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
-        handler = logging.StreamHandler(stream)
-        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
-        _target = _Fd2Target(stream, handler)
-    return _target
-
-
-def _set_level(logger: logging.Logger, level: int) -> None:
-    """``setLevel`` clears the cache of every logger, so only when the level changes (a
-    worker started with INFO logging leaves it unchanged across all its attempts)."""
-    if logger.level != level:
-        logger.setLevel(level)

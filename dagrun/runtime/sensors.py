@@ -11,7 +11,7 @@ task options::
     TimeDeltaSensor("settle", delta="2h")
 
 What a poke means, and how the store keeps a waiting sensor (``up_for_reschedule``, holding
-no lease, no process and no pool slot), is in ``dagrun.runtime.runner._sense`` and
+no lease, no process and no pool slot), is in ``dagrun.runtime.task_calls.sense`` and
 ``dagrun.store.attempts.complete``.
 """
 
@@ -56,7 +56,7 @@ class FileSensor(_Sensor):
         return {**super().templated(), "filepath": self.filepath}
 
     def poke(self, ctx: TaskContext) -> bool:
-        from dagrun.runtime.runner import render  # in the worker's child, where it is loaded
+        from dagrun.runtime.rendering import render  # in the worker's child, where it is loaded
 
         return os.path.exists(render(self.filepath, ctx.names()))
 

@@ -18,7 +18,8 @@ from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.errors import DagDefinitionError
 from dagrun.parsing import parser
 from dagrun.runtime.context import make_context
-from dagrun.runtime.runner import DagCache, execute, render
+from dagrun.runtime.rendering import render
+from dagrun.runtime.runner import DagCache, execute
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles
 from tests.helpers import attempt_request, write_dag

@@ -17,7 +17,7 @@ from dagrun.runtime.connections import (
 )
 from dagrun.runtime.current import set_current
 from dagrun.runtime.environment import InvalidConnection, uri_secrets
-from dagrun.runtime.runner import render
+from dagrun.runtime.rendering import render
 from dagrun.store import connections as conn_store
 from tests.helpers import task_context
 

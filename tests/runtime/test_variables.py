@@ -11,8 +11,8 @@ import pytest
 
 from dagrun.runtime import masking
 from dagrun.runtime.connections import Connection
-from dagrun.runtime.context import set_current
-from dagrun.runtime.runner import render
+from dagrun.runtime.current import set_current
+from dagrun.runtime.rendering import render
 from dagrun.runtime.variables import VAR, InvalidVariable, Variable, VariableNotFound
 from dagrun.store import audit
 from dagrun.store import connections as conn_store
