@@ -27,7 +27,7 @@ def environment() -> Any:
 
 def sources(value: Any, where: str) -> Iterator[tuple[str, str]]:
     """The templates in ``value`` with where each sits (``env['OUT']``), through lists,
-    tuples and dict values as the runner's ``render`` walks them."""
+    tuples and dict values as ``dagrun.runtime.rendering.render`` walks them."""
     if isinstance(value, str):
         if is_template(value):
             yield where, value

@@ -13,7 +13,7 @@ most every ``REFRESH_SECONDS`` (``SecretCache``); a secret a task fetches throug
 run while nothing is known pays nothing: the runner wraps its streams only once a secret is
 known, and lets a BashTask write to its log directly.
 
-Where masking applies is decided by the runner (``runner.captured``, its BashTask, its
+Where masking applies is decided by the runner (``attempt_logs.captured``, its BashTask, its
 error text) and the callback runner; this module knows the secrets and masks them in text,
 in a text stream (``MaskingWriter``) and in a command's output pipe (``pump``).
 """
