@@ -11,16 +11,22 @@ lease thread, or a backfill's watching thread, may be inside a database call, ho
 SQLite's (or libpq's) internal mutexes: the child would then hang the first time it opens
 the database (a fenced partition write). So database work and forking exclude each other
 (``FORK_GUARD``): transactions share it, a fork takes it alone, for milliseconds.
+
+``ForkedChild`` is the one way dagrun forks a child that it talks to over a pipe, so
+every such child (attempt children, parse children) gets all of the above.
 """
 
 from __future__ import annotations
 
 import contextlib
 import ctypes
+import multiprocessing
 import os
 import signal
+import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from multiprocessing.connection import Connection
 
 _PR_SET_PDEATHSIG = 1
 
@@ -118,3 +124,106 @@ def _reset_guard_in_child() -> None:
 
 
 os.register_at_fork(after_in_child=_reset_guard_in_child)
+
+
+# ---------------------------------------------------------------- forked children
+
+_FORK = multiprocessing.get_context("fork")
+
+
+def describe_exit(code: int | None) -> str:
+    """How a child ended, from its exit code (negative: the signal that killed it; None: it
+    has not ended)."""
+    if code is None:
+        return "stopped answering"
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = "unknown"
+        return f"killed by signal {-code} ({name})"
+    return f"exited with code {code}"
+
+
+class ForkedChild:
+    """A child process forked to run ``target(conn, *args)``, ``conn`` being its end of a
+    duplex pipe whose other end is ``self.conn``.
+
+    The fork takes ``FORK_GUARD`` alone. The child closes the parent's end of the pipe (so
+    its reads end when the parent's end closes), leads a process group of its own, dies with
+    its parent, and writes through fresh ``sys.stdout``/``sys.stderr`` on fds 1 and 2 (another
+    thread may have held the old streams' locks at the fork, and they would stay held).
+
+    When the parent dies the kernel SIGKILLs the child. A child given ``on_parent_death``
+    gets SIGTERM instead: it runs ``on_parent_death`` (to kill what it started in groups of
+    their own), kills its own group and exits. A SIGTERM while the parent lives is ignored:
+    the parent stops its children itself (``kill``).
+    """
+
+    def __init__(
+        self,
+        target: Callable[..., object],
+        args: tuple = (),
+        on_parent_death: Callable[[], object] | None = None,
+    ) -> None:
+        self.parent = os.getpid()  # the process that forked it, the only one that may use it
+        self.conn, child_end = _FORK.Pipe()
+        self.process = _FORK.Process(
+            target=_run_forked,
+            args=(target, args, child_end, self.conn, self.parent, on_parent_death),
+            daemon=True,
+        )
+        try:
+            with FORK_GUARD.forking():  # no other thread is inside the database
+                self.process.start()
+        except BaseException:
+            self.conn.close()
+            raise
+        finally:
+            child_end.close()
+
+    def kill(self, groups: Iterable[int] = ()) -> None:
+        """SIGKILL the child's process group, the groups ``groups`` (what it started in groups
+        of their own) and the child itself (it may not lead its group yet); reap it and close
+        the pipe."""
+        for pgid in (self.process.pid, *groups):
+            kill_group(pgid)
+        self.process.kill()
+        self.process.join(5)
+        self.conn.close()
+
+    def exit_reason(self, wait: float = 2.0) -> str:
+        """How the child ended (``describe_exit``), once it has, waiting up to ``wait`` s."""
+        self.process.join(wait)
+        return describe_exit(self.process.exitcode)
+
+
+def _run_forked(
+    target: Callable[..., object],
+    args: tuple,
+    conn: Connection,
+    parent_end: Connection,
+    parent: int,
+    on_parent_death: Callable[[], object] | None,
+) -> None:
+    """Inside a ``ForkedChild``: set the child up, then run its target."""
+    parent_end.close()
+    os.setpgrp()
+    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
+    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
+    if on_parent_death is None:
+        die_with_parent(signal.SIGKILL, parent)
+    else:
+        signal.signal(signal.SIGTERM, lambda *_: _parent_gone(parent, on_parent_death))
+        die_with_parent(signal.SIGTERM, parent)
+    target(conn, *args)
+
+
+def _parent_gone(parent: int, on_parent_death: Callable[[], object]) -> None:
+    """SIGTERM in a child given ``on_parent_death``: the kernel's word that its parent
+    died (``PR_SET_PDEATHSIG``), unless the parent is still there."""
+    if os.getppid() == parent:
+        return
+    on_parent_death()
+    kill_group(os.getpgrp())
+    os._exit(1)

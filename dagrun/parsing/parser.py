@@ -11,9 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-import multiprocessing
 import os
-import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -60,21 +58,13 @@ def file_hash(path: str) -> str:
         return hashlib.sha1(handle.read()).hexdigest()
 
 
-def _child(conn: Connection, parent_end: int, parent: int) -> None:
+def _child(conn: Connection) -> None:
     """Parse worker: import what building specs needs, then each path it is sent in turn,
-    sending (path, specs, error) for each. It dies with the command that forked it, in a
-    process group of its own that the command kills afterwards (with whatever a DAG file
-    started at import), and its memory is capped (``DAGRUN_PARSE_MEMORY_MB``)."""
-    os.close(parent_end)  # the pipe then ends when the command's end does
-    os.setpgrp()
-    processes.die_with_parent(parent=parent)
+    sending (path, specs, error) for each. Its output goes nowhere, and its memory is capped
+    (``DAGRUN_PARSE_MEMORY_MB``)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    # Fresh streams: another thread of the forking process may have held the old ones'
-    # locks at the fork (a scheduler parses beside its worker's threads).
-    sys.stdout = open(1, "w", closefd=False)  # noqa: SIM115 - lives on
-    sys.stderr = open(2, "w", closefd=False)  # noqa: SIM115 - lives on
     # Imported here, after the fork: a spare child loads the authoring API and networkx
     # while its parent goes on importing the store.
     import networkx  # noqa: F401 - what building a spec needs
@@ -93,20 +83,16 @@ def _child(conn: Connection, parent_end: int, parent: int) -> None:
         conn.send((path, [s.to_json() for s in specs], reason, helpers))
 
 
-class _ParseChild:
-    """A forked child importing a list of files in order; the parent times each file."""
+class _ParseChild(processes.ForkedChild):
+    """A child importing a list of files in order; the parent times each file. It dies with
+    the process that forked it, and ``kill`` takes its process group down: whatever a DAG
+    file started at import ends too."""
 
     def __init__(self) -> None:
-        ctx = multiprocessing.get_context("fork")
+        super().__init__(_child)
         self.paths: list[str] = []
         self.timeout = DEFAULT_TIMEOUT
         self.deadline = float("inf")
-        self.conn, child_end = ctx.Pipe()
-        args = (child_end, self.conn.fileno(), os.getpid())
-        self.process = ctx.Process(target=_child, args=args, daemon=True)
-        self.process.start()
-        child_end.close()
-        self.owner = os.getpid()
 
     def start(self, paths: list[str], timeout: float) -> _ParseChild:
         self.paths, self.timeout = paths, timeout
@@ -125,8 +111,7 @@ class _ParseChild:
         try:
             _, specs, reason, helpers = self.conn.recv()
         except EOFError:
-            error = DagFileError(path, f"import killed the parser ({_exit_reason(self.process)})")
-            processes.kill_group(self.process.pid)
+            error = DagFileError(path, f"import killed the parser ({self.exit_reason()})")
             return FileResult(path, hashes[path], error=error), False
         error = DagFileError(path, *reason) if reason else None
         specs = [DagSpec.from_wire(s) for s in specs]
@@ -136,14 +121,6 @@ class _ParseChild:
         path = self.paths.pop(0)
         error = DagFileError(path, f"import did not finish within {self.timeout:g} s")
         return FileResult(path, hashes[path], error=error)
-
-    def close(self) -> None:
-        """End the child and its process group: what a DAG file forked at import dies too."""
-        processes.kill_group(self.process.pid)
-        if self.process.is_alive():
-            self.process.kill()
-        self.process.join()
-        self.conn.close()
 
 
 def parse_files(
@@ -170,13 +147,13 @@ def parse_files(
                 results[result.path] = result
                 if alive and child.paths:
                     continue
-                child.close()
+                child.kill()
                 children.remove(child)
                 if child.paths:
                     children.append(_ParseChild().start(child.paths, timeout))
     finally:
         for child in children:
-            child.close()
+            child.kill()
     return results
 
 
@@ -204,14 +181,6 @@ def _child_for(paths: list[str], timeout: float) -> _ParseChild:
     """A spare child if this process forked one, else a new child."""
     while _spares:
         child = _spares.pop()
-        if child.owner == os.getpid() and child.process.is_alive():
+        if child.parent == os.getpid() and child.process.is_alive():
             return child.start(paths, timeout)
     return _ParseChild().start(paths, timeout)
-
-
-def _exit_reason(process) -> str:
-    process.join(1)
-    code = process.exitcode
-    if code is not None and code < 0:
-        return f"killed by signal {-code}"
-    return f"exit code {code}"

@@ -20,16 +20,14 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import multiprocessing
 import os
 import pickle
 import select
 import signal
 import struct
-import sys
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import Any
@@ -42,7 +40,6 @@ from dagrun.store import logfiles
 from dagrun.store.logfiles import LogRange
 
 log = logging.getLogger("dagrun.runtime.worker")
-_FORK = multiprocessing.get_context("fork")
 
 #: How often one attempt may be handed back by children that died before starting it; the
 #: next such death ends it as an infrastructure failure (children that cannot start it).
@@ -70,17 +67,12 @@ class Job:
         return self.started + self.timeout if self.timeout else None
 
 
-class Child:
+class Child(processes.ForkedChild):
+    """A reusable child running attempts: the jobs it holds (its inbox), the bytes of its
+    answers read so far, where its last attempt's log ended."""
+
     def __init__(self, preload: Sequence[str] = ()) -> None:
-        self.conn, child_end = _FORK.Pipe()
-        self.process = _FORK.Process(
-            target=_child_entry,
-            args=(child_end, self.conn.fileno(), os.getpid(), tuple(preload)),
-            daemon=True,
-        )
-        with processes.FORK_GUARD.forking():  # no other thread is inside the database
-            self.process.start()
-        child_end.close()
+        super().__init__(child_main, (tuple(preload),), on_parent_death=_kill_attempt_groups)
         self.inbox: deque[Job] = deque()
         self.last_log: LogRange | None = None
         self.broken = False
@@ -108,14 +100,9 @@ class Child:
         """The attempt running now (the first one not answered yet)."""
         return self.inbox[0] if self.inbox else None
 
-    def kill(self) -> None:
-        """Kill the child, its process group and any shell process group of its attempt."""
-        for pgid in [self.process.pid, *(self.job.pgids if self.job else [])]:
-            processes.kill_group(pgid)
-        with contextlib.suppress(ProcessLookupError, TypeError):
-            os.kill(self.process.pid, signal.SIGKILL)
-        self.process.join(5)
-        self.conn.close()
+    def kill(self, groups: Iterable[int] = ()) -> None:
+        """Kill the child with the shell process groups of its attempt."""
+        super().kill([*groups, *(self.job.pgids if self.job else ())])
 
 
 def read_frames(received: bytearray) -> list[Any]:
@@ -149,31 +136,13 @@ def read_frames(received: bytearray) -> list[Any]:
 _attempt_groups: list[int] = []
 
 
-def _child_entry(conn: Connection, parent_end: int, parent: int, preload: Sequence[str]) -> None:
-    os.close(parent_end)  # so this child's pipe ends when the worker's end does
-    os.setpgrp()
-    # Fresh streams on fds 1 and 2: another thread of the worker may have held the old
-    # ones' locks at the fork, and they would stay held here.
-    sys.stdout = open(1, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
-    sys.stderr = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
-    signal.signal(signal.SIGTERM, lambda *_: _worker_gone(parent))
-    processes.die_with_parent(signal.SIGTERM, parent)
-    child_main(conn, preload)
-
-
-def _worker_gone(parent: int) -> None:
-    """SIGTERM: the kernel's word that the worker died (``PR_SET_PDEATHSIG``); take the
-    attempt's process groups and this child's own down with it. A SIGTERM while the worker
-    lives is left to the worker, which stops its children itself."""
-    if os.getppid() == parent:
-        return
+def _kill_attempt_groups() -> None:
+    """The worker died (see ``processes.ForkedChild``): its attempt's shells go with it."""
     for pgid in _attempt_groups:
         processes.kill_group(pgid)
-    processes.kill_group(os.getpgrp())
-    os._exit(1)
 
 
-def child_main(conn, preload: Sequence[str] = ()) -> None:
+def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
     """A child: run attempts sent by the worker until told to stop (None) or the pipe ends.
     The DAG files in ``preload`` are imported first (see ``AttemptPool``)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -445,14 +414,4 @@ def batch(held: Sequence[Job], buffer: deque[Job], limit: int) -> list[Job]:
 
 
 def _crash_reason(child: Child) -> str:
-    child.process.join(2)
-    code = child.process.exitcode
-    if code is None:
-        return "stopped answering"
-    if code < 0:
-        try:
-            name = signal.Signals(-code).name
-        except ValueError:
-            name = "unknown"
-        return f"killed by signal {-code} ({name})"
-    return f"exited with code {code} before finishing"
+    return f"{child.exit_reason()} before finishing"

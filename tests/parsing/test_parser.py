@@ -12,6 +12,7 @@ import pytest
 from dagrun.parsing import loader, parser
 from dagrun.parsing.spec import DagSpec
 from tests.helpers import write_dag
+from tests.test_processes import forked_once_the_guard_is_free
 
 GOOD = """
     from dagrun import DAG, BashTask
@@ -404,8 +405,13 @@ ERROR_CASES = [
     ),
     ("sys_exit.py", "import sys\nsys.exit()\n", 2, ["SystemExit"]),
     ("sys_exit_code.py", "import sys\nsys.exit(4)\n", 2, ["SystemExit: 4"]),
-    ("os_exit.py", "import os\nos._exit(3)\n", None, ["exit code 3"]),
-    ("killed.py", "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n", None, ["signal 9"]),
+    ("os_exit.py", "import os\nos._exit(3)\n", None, ["exited with code 3"]),
+    (
+        "killed.py",
+        "import os, signal\nos.kill(os.getpid(), signal.SIGKILL)\n",
+        None,
+        ["killed by signal 9 (SIGKILL)"],
+    ),
     ("sleeps.py", SLEEPS_FOREVER, None, ["did not finish within"]),
 ]
 
@@ -497,6 +503,12 @@ def test_no_more_children_are_forked_ahead_than_there_are_files(dags_dir: Path):
     assert len(parser._spares) == 1
     assert dag_ids(parse(first, timeout=10.0)[str(first)]) == ["first"]
     assert parser._spares == []
+
+
+def test_a_parse_child_is_forked_only_when_no_thread_is_inside_the_database():
+    """A fork copies every lock another thread holds (a database driver's among them) and
+    the child would find them held for good: a scheduler parses beside its worker threads."""
+    forked_once_the_guard_is_free(parser._ParseChild).kill()
 
 
 def test_a_hung_file_in_the_forked_ahead_child_still_times_out(dags_dir: Path):
