@@ -17,6 +17,7 @@ from dagrun.runtime.variables import VAR, InvalidVariable, Variable, VariableNot
 from dagrun.store import audit
 from dagrun.store import connections as conn_store
 from dagrun.store import variables as var_store
+from dagrun.store.sensitive import is_sensitive
 from tests.helpers import task_context
 
 NOW = datetime(2026, 1, 5, tzinfo=UTC)
@@ -146,7 +147,7 @@ def test_the_stored_secrets_are_what_is_sensitive_says_and_every_password(store)
             conn_store.set_connection(conn, connection, None, NOW)
     with store.read() as conn:
         found = var_store.stored_secrets(conn)
-    expected = [f"value of {k}" for k in KEYS if masking.is_sensitive(k)] + ["pw-of-a"]
+    expected = [f"value of {k}" for k in KEYS if is_sensitive(k)] + ["pw-of-a"]
     assert sorted(found) == sorted(expected)
     assert len(expected) == 8  # the near misses are not secrets
 
