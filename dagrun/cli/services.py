@@ -2,8 +2,9 @@
 
 Each role runs in a loop of its own: ``dagrun scheduler`` ticks the scheduler on a thread
 beside its embedded worker (whose commit hook admits the next runs when runs end), and the
-worker keeps its leases on a thread of its own. Both ride out database outages up to
-``DAGRUN_DB_OUTAGE_SECONDS``.
+worker keeps its leases on a thread of its own. Each process also starts its one upkeep
+loop (retries due, expired leases: ``runtime.upkeep``), whatever roles run in it. All of
+them ride out database outages up to ``DAGRUN_DB_OUTAGE_SECONDS``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import click
 
 from dagrun.cli.app import App, pass_app, setup_logging, stop_signals
 from dagrun.runtime.scheduler import Scheduler, SchedulerLoop
+from dagrun.runtime.upkeep import SWEEP_SECONDS, UpkeepLoop
 from dagrun.runtime.worker import Worker, WorkerOptions
 
 log = logging.getLogger("dagrun.cli")
@@ -40,7 +42,7 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     setup_logging(app.verbose)
     app.service_store()
     workers = os.cpu_count() or 2 if workers is None else workers
-    sched = Scheduler(app.store, app.folder, upkeep=workers == 0)
+    sched = Scheduler(app.store, app.folder)
     log.info(
         "scheduler started on %r, dags folder %s, %d embedded worker(s)",
         app.store,
@@ -49,7 +51,8 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     )
     if workers == 0:
         loop = SchedulerLoop(sched, poll)
-        with stop_signals(loop.stop):
+        upkeep = UpkeepLoop(app.store, loop.fail, interval=_sweep_every(poll))
+        with upkeep, stop_signals(loop.stop):
             loop.run()
         log.info("scheduler stopped")
         return
@@ -65,7 +68,7 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
         worker.stop()
 
     try:
-        with stop_signals(stop):
+        with UpkeepLoop.beside(worker, _sweep_every(poll)), stop_signals(stop):
             stats = worker.run()
     finally:
         loop.stop()
@@ -89,19 +92,50 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     help="Seconds running attempts get to finish after SIGTERM.",
 )
 @click.option("--poll", type=click.FloatRange(0.05), default=1.0, show_default=True)
+@click.option(
+    "--once",
+    is_flag=True,
+    help="Run what is ready (and what that makes ready), then exit.",
+)
+@click.option(
+    "--max-tasks",
+    type=click.IntRange(1),
+    default=None,
+    metavar="N",
+    help="Exit once N attempts have run (claiming no more).",
+)
+@click.option(
+    "--max-idle",
+    type=click.FloatRange(0),
+    default=None,
+    metavar="SECONDS",
+    help="Exit after SECONDS with nothing to run.",
+)
 @pass_app
-def worker(app: App, concurrency: int | None, grace: float, poll: float) -> None:
+def worker(
+    app: App,
+    concurrency: int | None,
+    grace: float,
+    poll: float,
+    once: bool,
+    max_tasks: int | None,
+    max_idle: float | None,
+) -> None:
     """A worker only: claims and runs tasks (scale out on other hosts)."""
     setup_logging(app.verbose)
     app.service_store()
+    every = _sweep_every(poll)
     options = WorkerOptions(
         concurrency=concurrency or os.cpu_count() or 2,
         grace=grace,
         poll_interval=poll,
-        sweep_interval=max(poll, 1.0),
+        look_interval=every,
+        once=once,
+        max_tasks=max_tasks,
+        max_idle=max_idle,
     )
     w = Worker(app.store, options)
-    with stop_signals(w.stop):
+    with UpkeepLoop.beside(w, every), stop_signals(w.stop):
         stats = w.run()
     log.info(
         "worker stopped: %d claimed, %d succeeded, %d failed, %d stale, %d released",
@@ -111,6 +145,11 @@ def worker(app: App, concurrency: int | None, grace: float, poll: float) -> None
         stats.stale,
         stats.released,
     )
+
+
+def _sweep_every(poll: float) -> float:
+    """``--poll`` paces the upkeep's sweeps too, but never more often than each second."""
+    return max(poll, SWEEP_SECONDS)
 
 
 COMMANDS = [scheduler, worker]

@@ -27,7 +27,7 @@ from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.progress import Progress
 from dagrun.runtime.worker import Worker, WorkerOptions, WorkerStats
 from dagrun.states import RunState
-from dagrun.store import Store, callbacks, operator_actions, pools, reads, registry, runs
+from dagrun.store import Store, callbacks, operator_actions, pools, registry, run_reads, runs
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import Backoff
 
@@ -176,7 +176,7 @@ class RunDriver:
 
     def _all_done(self, conn: Connection) -> bool:
         """Every run ended, and every callback event of them delivered (or failed)."""
-        return reads.all_finished(conn, self.run_pks) and not callbacks.outstanding(
+        return run_reads.all_finished(conn, self.run_pks) and not callbacks.outstanding(
             conn, self.run_pks
         )
 
@@ -211,8 +211,8 @@ class RunDriver:
                 self.worker.wake()
             self._warn_missing_pools(pools.missing_pools(conn))
         with self.store.read() as conn:
-            self._note_running(reads.runs_in_state(conn, self.run_pks, RunState.RUNNING))
-            ended = reads.all_finished(conn, self.run_pks)
+            self._note_running(run_reads.runs_in_state(conn, self.run_pks, RunState.RUNNING))
+            ended = run_reads.all_finished(conn, self.run_pks)
             self._finished = ended and self._all_done(conn)
             self._stuck = [] if ended else self._find_stuck(conn)
         if self._finished or self._stuck:
@@ -224,19 +224,19 @@ class RunDriver:
         """The logical dates of runs that wait on a past that did not succeed while nothing
         else can move: only ``--rerun-failed`` (after fixing the cause) or ``clear`` helps."""
         dag_id = self.spec.dag_id
-        if reads.has_pending_tasks(conn, dag_id):
+        if run_reads.has_pending_tasks(conn, dag_id):
             return []
-        if reads.runs_in_state(conn, self.run_pks, RunState.QUEUED):
+        if run_reads.runs_in_state(conn, self.run_pks, RunState.QUEUED):
             return []
         now = self.store.now(conn)
         free = self.max_active - runs.count_active_runs(conn, dag_id)
         options = {"newest_first": self.reverse, "run_pks": self.run_pks}
         if runs.admissible(conn, self.spec, free, now, **options):
             return []
-        waiting = reads.runs_in_state(conn, self.run_pks, RunState.WAITING)
+        waiting = run_reads.runs_in_state(conn, self.run_pks, RunState.WAITING)
         blocked = [
-            reads.run_by_pk(conn, pk)
-            for pk in reads.runs_in_state(conn, self.run_pks, RunState.RUNNING) + waiting
+            run_reads.run_by_pk(conn, pk)
+            for pk in run_reads.runs_in_state(conn, self.run_pks, RunState.RUNNING) + waiting
         ]
         if any(r.not_before is not None and r.not_before > now for r in blocked):
             return []  # a run delayed to later (trigger --at): it waits, it is not stuck
@@ -258,6 +258,6 @@ class RunDriver:
     def summary(self) -> DriveResult:
         with self.store.read() as conn:
             return DriveResult(
-                runs=reads.run_state_counts(conn, self.run_pks),
-                tasks=reads.task_state_counts(conn, self.run_pks),
+                runs=run_reads.run_state_counts(conn, self.run_pks),
+                tasks=run_reads.task_state_counts(conn, self.run_pks),
             )

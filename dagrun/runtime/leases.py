@@ -2,11 +2,9 @@
 
 The worker's loop may be busy (a big claim, forking a child, a database that stalls it);
 leases must not wait for it. The keeper renews every lease the worker holds about every
-third of its length, and sweeps the queue (retries due, leases expired, see ``upkeep``) on
-its interval. After the database was unreachable it waits one lease before reaping, so
-workers cut off with it renew their leases before anyone takes them away; it also has the
-worker listen for queued work again then. It also tells the worker of attempts an operator
-took away (``store.manual``), to stop them. An error it cannot ride out stops the worker.
+third of its length, and tells the worker of attempts an operator took away
+(``store.operator_actions``), to stop them. It sweeps nothing: the queue's upkeep is a loop
+of its own (``runtime.upkeep``). An error it cannot ride out stops the worker.
 """
 
 from __future__ import annotations
@@ -16,47 +14,41 @@ import threading
 import time
 from collections.abc import Callable
 
-from dagrun.errors import DagrunError, StoreError
-from dagrun.store import Store, attempts, registry, upkeep
-from dagrun.store.outage import Backoff
+from dagrun.store import Store, attempts
+from dagrun.store.outage import ride_out
+from dagrun.timing.backoff import Backoff
 
 log = logging.getLogger("dagrun.runtime.worker")
 
 
 class LeaseKeeper:
-    """Renews the leases in ``held()`` and sweeps the queue, until ``stop()``; tells the
-    worker of queued work (``wake``), of a fatal error (``fail``), and when to listen again
-    after an outage (``relisten``)."""
+    """Renews the leases in ``held()`` and looks for attempts an operator stopped (every
+    ``look_interval``), until ``stop()``; tells the worker of a fatal error (``fail``) and
+    of the attempts to stop (``stop_attempts``)."""
 
     def __init__(
         self,
         store: Store,
         owner: str,
-        specs: registry.SpecCache,
         *,
         lease_seconds: float,
-        sweep_interval: float,
-        infra_budget: int,
-        wake: Callable[[], None],
+        look_interval: float,
         fail: Callable[[BaseException], None],
-        relisten: Callable[[], None],
         stop_attempts: Callable[[set[tuple[int, int]]], None],
     ) -> None:
         self.store = store
         self.owner = owner
-        self.specs = specs
         self.lease_seconds = lease_seconds
-        self.sweep_interval = sweep_interval
-        self.infra_budget = infra_budget
-        self.wake = wake
+        #: How often leases are renewed: about every third of their length.
+        self.every = lease_seconds / 3
+        self.look_interval = look_interval
         self.fail = fail
-        self.relisten = relisten
         self.stop_attempts = stop_attempts
         self._held: set[tuple[int, int]] = set()
         self._lock = threading.Lock()
         self._stopped = threading.Event()
         self._thread = threading.Thread(target=self._run, name="dagrun-leases", daemon=True)
-        self._reap_after = 0.0
+        self._next_extend = self._next_look = 0.0
 
     def hold(self, leases: list[tuple[int, int]]) -> None:
         with self._lock:
@@ -79,39 +71,28 @@ class LeaseKeeper:
             self._thread.join(10)
 
     def _run(self) -> None:
-        every = self.lease_seconds / 3
-        next_extend = time.monotonic() + every
-        next_sweep = time.monotonic()
-        backoff = Backoff(cap=every)  # back soon after an outage: renew before others reap
-        while not self._stopped.wait(max(0.0, min(next_extend, next_sweep) - time.monotonic())):
-            try:
-                if time.monotonic() >= next_extend:
-                    self.extend()
-                    next_extend = time.monotonic() + every
-                if time.monotonic() >= next_sweep:
-                    self.sweep()
-                    self.relisten()
-                    next_sweep = time.monotonic() + self.sweep_interval
-                backoff.reset()
-            except StoreError:
-                self._reap_after = time.monotonic() + self.lease_seconds
-                delay = time.monotonic() + backoff.next()
-                next_extend, next_sweep = min(next_extend, delay), max(next_sweep, delay)
-                if self._check_outage():
-                    return
-            except DagrunError as exc:  # a bug: stop the worker loudly rather than lose leases
-                self.fail(exc)
-                return
-
-    def _check_outage(self) -> bool:
+        self._next_extend = time.monotonic() + self.every
+        backoff = Backoff(cap=self.every)  # back soon after an outage: renew before others reap
         health = self.store.health
-        try:
-            if health is not None:
-                health.check()
-        except StoreError as exc:
-            self.fail(exc)
-            return True
-        return False
+        ride_out(
+            self._turn,
+            self._stopped,
+            self.fail,
+            health=health,
+            what="keeping leases",
+            backoff=backoff,
+        )
+
+    def _turn(self) -> float:
+        """Extend the leases, look for stopped attempts, each when due; the seconds until
+        the next is due."""
+        if time.monotonic() >= self._next_extend:
+            self.extend()
+            self._next_extend = time.monotonic() + self.every
+        if time.monotonic() >= self._next_look:
+            self.look_for_stops()
+            self._next_look = time.monotonic() + self.look_interval
+        return max(0.0, min(self._next_extend, self._next_look) - time.monotonic())
 
     def extend(self) -> None:
         held = self.held()
@@ -127,13 +108,6 @@ class LeaseKeeper:
                 ti_id,
                 fence,
             )
-
-    def sweep(self) -> None:
-        reap = time.monotonic() >= self._reap_after
-        report = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
-        if report.queued_work:
-            self.wake()
-        self.look_for_stops()
 
     def look_for_stops(self) -> None:
         """Attempts an operator took away (cancel, mark) are no longer held: the worker

@@ -168,8 +168,7 @@ class _Command:
             if process.stdout is not None:
                 process.stdout.close()
         if code != 0:
-            reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-            raise NotifyError(f"{self!r} {reason}")
+            raise NotifyError(f"{self!r} {processes.describe_exit(code)}")
 
     def _render(self, context: Mapping[str, Any]) -> str:
         """The command rendered; the renderer (and Jinja2) only now, as parsing need neither."""

@@ -3,13 +3,13 @@
 Each tick refreshes DAGs from the parser (changed files only), then for every unpaused DAG,
 under that DAG's row lock (skipped if another scheduler holds it), creates the runs that are
 due, admits waiting runs within ``max_active_runs`` and starts admitted runs whose ``spread``
-delay has passed; then it sweeps the queue (retries due, expired leases). The date
-arithmetic is pure (``timetable``); the unique run key makes a double fire harmless; the
-cursor on the DAG row makes a crash mid-tick resume exactly.
+delay has passed. The date arithmetic is pure (``timetable``); the unique run key makes a
+double fire harmless; the cursor on the DAG row makes a crash mid-tick resume exactly. The
+queue's upkeep (retries due, expired leases) is not the scheduler's: ``runtime.upkeep``.
 
 ``SchedulerLoop`` ticks on its own thread (``dagrun scheduler`` beside its embedded worker)
 or in the foreground (``--workers 0``), so a slow parse never holds up claiming or leases.
-It rides out database outages like every long-running role.
+It rides out database outages like every long-running role (``outage.ride_out``).
 """
 
 from __future__ import annotations
@@ -23,13 +23,13 @@ from datetime import UTC, datetime, timedelta
 
 from sqlalchemy import Connection
 
-from dagrun.errors import StoreConflict, StoreError
+from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunType
-from dagrun.store import Store, assets, operator_actions, pools, reads, registry, runs, upkeep
-from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS, Completion
-from dagrun.store.outage import Backoff
+from dagrun.store import Store, assets, operator_actions, pools, reads, registry, runs
+from dagrun.store.attempts import Completion
+from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
 
 log = logging.getLogger("dagrun.runtime.scheduler")
@@ -51,17 +51,15 @@ class TickReport:
     created: dict[str, int] = field(default_factory=dict)
     admitted: dict[str, int] = field(default_factory=dict)
     started: dict[str, int] = field(default_factory=dict)
-    requeued: int = 0
-    reaped: int = 0
 
     @property
     def queued_work(self) -> bool:
         """True when this tick may have queued tasks (so workers should claim now)."""
-        return bool(self.started or self.requeued or self.reaped)
+        return bool(self.started)
 
 
 class Scheduler:
-    """Create, admit and start runs for every unpaused DAG; sweep retries and leases."""
+    """Create, admit and start runs for every unpaused DAG."""
 
     def __init__(
         self,
@@ -70,27 +68,15 @@ class Scheduler:
         *,
         clock: Clock = utc_now,
         parse_interval: float = 5.0,
-        infra_budget: int = DEFAULT_INFRA_BUDGET,
-        upkeep: bool = True,
     ):
         self.store = store
         self.folder = folder
         self.clock = clock
         self.parse_interval = parse_interval
-        self.infra_budget = infra_budget
-        #: Sweep the queue each tick; off beside an embedded worker, whose lease keeper
-        #: already does it (on a thread a slow parse cannot hold up).
-        self.upkeep = upkeep
         self.specs = registry.SpecCache()
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
         self._warned_pools: set[str] = set()
-        self._reap_after = 0.0
-
-    def hold_reaping(self, seconds: float) -> None:
-        """Reap no leases for ``seconds`` (the database just came back: workers cut off
-        with this scheduler renew their leases before anyone takes them away)."""
-        self._reap_after = time.monotonic() + seconds
 
     def tick(self) -> TickReport:
         report = TickReport()
@@ -102,10 +88,6 @@ class Scheduler:
                 self._schedule_dag(row.dag_id, report)
             except StoreConflict as exc:  # another scheduler or a worker won a race
                 log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
-        if self.upkeep:
-            reap = time.monotonic() >= self._reap_after
-            swept = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=reap)
-            report.requeued, report.reaped = swept.requeued, len(swept.reaped)
         with self.store.read() as conn:
             self._warn_missing_pools(pools.missing_pools(conn))
         return report
@@ -262,12 +244,22 @@ class SchedulerLoop:
         self.interval = interval
         self.on_queued_work = on_queued_work
         self.on_fatal = on_fatal
+        self._fatal: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
     def stop(self) -> None:
         """Stop after the current tick (signal- and thread-safe)."""
         self._stop.set()
+
+    def fail(self, error: BaseException) -> None:
+        """This loop, or another of the process's (its upkeep), hit an error it cannot
+        ride out: stop, and hand it on (``on_fatal``) or have ``run`` raise it."""
+        if self.on_fatal is not None:
+            self.on_fatal(error)
+        elif self._fatal is None:
+            self._fatal = error
+        self.stop()
 
     def start(self) -> None:
         """Tick on a thread of its own."""
@@ -279,34 +271,18 @@ class SchedulerLoop:
             self._thread.join(timeout)
 
     def run(self) -> None:
-        backoff = Backoff()
         health = self.scheduler.store.health
-        wait = 0.0
-        while not self._stop.wait(wait):
-            started = time.monotonic()
-            try:
-                report = self.scheduler.tick()
-            except StoreError as exc:
-                wait = backoff.next()
-                self.scheduler.hold_reaping(DEFAULT_LEASE_SECONDS)
-                try:
-                    if health is not None:
-                        health.check()
-                except StoreError as fatal:
-                    self._give_up(fatal)
-                    return
-                if health is None:
-                    log.warning("tick failed, retrying: %s", exc)
-                continue
-            backoff.reset()
-            if report.queued_work and self.on_queued_work is not None:
-                self.on_queued_work()
-            wait = max(0.0, self.interval - (time.monotonic() - started))
+        ride_out(self._tick, self._stop, self.fail, health=health, what="tick")
+        if self._fatal is not None:
+            raise self._fatal
 
-    def _give_up(self, error: BaseException) -> None:
-        if self.on_fatal is None:
-            raise error
-        self.on_fatal(error)
+    def _tick(self) -> float:
+        """One tick; the seconds until the next."""
+        started = time.monotonic()
+        report = self.scheduler.tick()
+        if report.queued_work and self.on_queued_work is not None:
+            self.on_queued_work()
+        return max(0.0, self.interval - (time.monotonic() - started))
 
 
 def _admit_and_start(conn: Connection, spec: DagSpec, now: datetime) -> tuple[list[int], list[int]]:

@@ -163,5 +163,4 @@ def run_bash(
         if process.stdout is not None:
             process.stdout.close()
     if code != 0:
-        reason = f"killed by signal {-code}" if code < 0 else f"exited with code {code}"
-        raise RuntimeError(f"command {reason}")
+        raise RuntimeError(f"command {processes.describe_exit(code)}")

@@ -6,10 +6,16 @@ transaction, records every outcome (fenced), advances the affected runs (queuein
 whose upstreams just finished) and claims the next batch. That group commit is what makes
 small tasks cheap; holding a small buffer of claims keeps children busy while it runs.
 
-Leases are kept on a thread of their own (``leases.LeaseKeeper``): it extends them about
-every third of their length and sweeps the queue (retries due, leases expired), so no slow
-step of the loop, and nothing another role does in this process, can make a healthy attempt
-lose its lease. A lost lease turns the attempt's eventual result into a stale record.
+How much to claim, and when to commit or wait, is the loop's pacing (``pacing.Pacing``).
+Leases are kept on a thread of their own (``leases.LeaseKeeper``), which extends them about
+every third of their length, so no slow step of the loop, and nothing another role does in
+this process, can make a healthy attempt lose its lease. A lost lease turns the attempt's
+eventual result into a stale record. The queue's upkeep is not the worker's: the process
+that runs it starts one (``upkeep.UpkeepLoop``).
+
+The loop ends when a stop is asked for (``stop()``: a signal, the driver, a fatal error),
+or at an exit the options ask for: nothing left to run (``once``), ``max_tasks`` attempts
+run, or ``max_idle`` seconds with nothing to run.
 
 The database may go away: the loop then stops claiming, keeps its children running and
 their results, and records them once the database is back (fenced, so a lease that expired
@@ -35,17 +41,17 @@ from pathlib import Path
 from sqlalchemy import Connection
 
 from dagrun.errors import StoreError
-from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.attempt_pool import AttemptPool, Job
-from dagrun.runtime.callback_runner import CallbackRequest
+from dagrun.runtime.jobs import Jobs, delivery_of, is_callback, lease_of, outcome_of
 from dagrun.runtime.leases import LeaseKeeper
-from dagrun.runtime.runner import AttemptRequest, AttemptResult
+from dagrun.runtime.pacing import Pacing
+from dagrun.runtime.runner import AttemptResult
 from dagrun.states import AttemptOutcome
 from dagrun.store import Store, attempts, callbacks, registry
-from dagrun.store.attempts import Claim, Completion, Outcome
+from dagrun.store.attempts import Completion, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.engine import Listener, dagrun_home
-from dagrun.store.outage import Backoff
+from dagrun.store.outage import note_failure
 
 log = logging.getLogger("dagrun.runtime.worker")
 
@@ -85,7 +91,8 @@ class WorkerOptions:
     concurrency: int = os.cpu_count() or 2
     lease_seconds: float = attempts.DEFAULT_LEASE_SECONDS
     poll_interval: float = 1.0
-    sweep_interval: float = 1.0
+    #: How often the lease keeper looks for attempts an operator stopped.
+    look_interval: float = 1.0
     grace: float = 30.0
     log_dir: Path = field(default_factory=lambda: dagrun_home() / "logs")
     infra_budget: int = attempts.DEFAULT_INFRA_BUDGET
@@ -98,10 +105,21 @@ class WorkerOptions:
     callback_timeout: float = float(os.environ.get("DAGRUN_CALLBACK_TIMEOUT", "30"))
     #: DAG files the worker's children import as they start (see ``attempt_pool.AttemptPool``).
     preload: tuple[str, ...] = ()
+    #: Exit once nothing is left to run: what is ready now, and what that makes ready.
+    once: bool = False
+    #: Exit once this many attempts were claimed and have ended (claiming no more).
+    max_tasks: int | None = None
+    #: Exit after this many seconds with nothing to run.
+    max_idle: float | None = None
+
+    @property
+    def exits(self) -> bool:
+        """Whether the worker exits of itself (else only when stopped)."""
+        return self.once or self.max_tasks is not None or self.max_idle is not None
 
 
 class Worker:
-    """Claims and runs task instances until ``stop()``."""
+    """Claims and runs task instances until ``stop()`` or an exit its options ask for."""
 
     def __init__(
         self,
@@ -123,22 +141,18 @@ class Worker:
         self.leases = LeaseKeeper(
             store,
             self.owner,
-            self.specs,
             lease_seconds=self.options.lease_seconds,
-            sweep_interval=self.options.sweep_interval,
-            infra_budget=self.options.infra_budget,
-            wake=self.wake,
+            look_interval=self.options.look_interval,
             fail=self.fail,
-            relisten=self._relisten,
             stop_attempts=self.stop_attempts,
         )
+        self.pace: Pacing | None = None  # once ``run`` has its pool
+        self.jobs: Jobs | None = None
         self._taken: set[tuple[int, int]] = set()
         self._taken_lock = threading.Lock()
         self._runs: dict[int, object] = {}
         self._buffer: deque[Job] = deque()
         self._finished: list[tuple[Job, AttemptResult]] = []
-        self._typical_seconds: float | None = None
-        self._task_seconds: dict[tuple[str, str], float] = {}
         self._stopping = False
         self._hurry = False
         self._fatal: BaseException | None = None
@@ -146,8 +160,7 @@ class Worker:
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._listener: Listener | None = None
         self._listen_tried = float("-inf")
-        self._backoff = Backoff()
-        self._retry_at = 0.0
+        self._idle_since: float | None = None
         self._infra_seen: set[str] = set()
         self._callbacks_due = 0.0  # when to look for other processes' callback events
 
@@ -166,6 +179,16 @@ class Worker:
         signal-safe)."""
         with contextlib.suppress(BlockingIOError, OSError):
             os.write(self._wake_w, b"!")
+
+    def swept(self, queued_work: bool) -> None:
+        """From the process's upkeep loop after each sweep, so the database answers: listen
+        again if an outage closed the listening connection (on that thread, where a slow
+        connect holds up no claim and no lease), and claim now what was queued or missed."""
+        if self._listener is None and self.store.caps.notifies:
+            self._listen()
+            queued_work = queued_work or self._listener is not None
+        if queued_work:
+            self.wake()
 
     def stop_attempts(self, leases: set[tuple[int, int]]) -> None:
         """From the lease keeper: an operator took these attempts away (cancel, mark);
@@ -201,11 +224,21 @@ class Worker:
         pool = AttemptPool(
             options.concurrency, str(options.log_dir), options.stop_grace, options.preload
         )
+        self.pace = Pacing(
+            pool,
+            prefetch=options.prefetch,
+            short_task=options.short_task,
+            batch_delay=options.batch_delay,
+            poll_interval=options.poll_interval,
+        )
+        self.jobs = Jobs(
+            str(options.log_dir), self.store.url, options.callback_timeout, self.pace.is_short
+        )
         self._listen()
         self.leases.start()
         log.info("worker %s started with %d child processes", self.owner, pool.size)
         try:
-            self._loop(pool)
+            self._loop(pool, self.pace)
             self._shutdown(pool)
         finally:
             self.leases.stop()
@@ -216,19 +249,39 @@ class Worker:
             raise self._fatal
         return self.stats
 
-    def _loop(self, pool: AttemptPool) -> None:
-        last_poll = 0.0
+    def _loop(self, pool: AttemptPool, pace: Pacing) -> None:
+        """Claim -> run -> complete, until a stop is asked for or an exit is due."""
+        exits = self.options.exits
         while not self._stopping:
-            self._collect(pool, self._wait_time(pool, last_poll))
+            self._collect(pool, pace.wait_time(self._finished, self._buffer, self._wake))
             self._dispatch(pool)
-            polling = time.monotonic() - last_poll >= self.options.poll_interval
-            due = self._wake or self._commit_due(pool) or (polling and self._room(pool))
-            if due and time.monotonic() >= self._retry_at:
+            if pace.commit_now(self._finished, self._buffer, self._wake):
                 self._wake = False
-                last_poll = time.monotonic()
                 self._step(pool)
                 self._dispatch(pool)
+                if exits and self._exit_due(pool):
+                    self._stopping = True
         self._step(pool)
+
+    def _exit_due(self, pool: AttemptPool) -> bool:
+        """Once nothing is held (every claim ended and recorded), an exit the options ask
+        for: ``once``, ``max_tasks`` attempts run, or ``max_idle`` seconds idle (seen at
+        the polls of an idle worker)."""
+        if pool.busy() or self._buffer or self._finished:
+            self._idle_since = None
+            return False
+        options, now = self.options, time.monotonic()
+        self._idle_since = self._idle_since or now
+        if options.once:
+            reason = "nothing left to run (once)"
+        elif options.max_tasks is not None and self.stats.claimed >= options.max_tasks:
+            reason = f"{self.stats.claimed} attempt(s) run (max_tasks)"
+        elif options.max_idle is not None and now - self._idle_since >= options.max_idle:
+            reason = f"nothing to run for {options.max_idle:g} s (max_idle)"
+        else:
+            return False
+        log.info("worker %s exits: %s", self.owner, reason)
+        return True
 
     def _collect(self, pool: AttemptPool, timeout: float) -> None:
         """Gather ended attempts; jobs a crashed child never started go back to the front
@@ -252,11 +305,11 @@ class Worker:
             taken, self._taken = self._taken, set()
         if not taken:
             return
-        kept = [job for job in self._buffer if _lease(job) not in taken or _is_callback(job)]
+        kept = [job for job in self._buffer if lease_of(job) not in taken or is_callback(job)]
         dropped = len(self._buffer) - len(kept)
         self._buffer = deque(kept)
         for job in pool.jobs():
-            job.taken = job.taken or (not _is_callback(job) and _lease(job) in taken)
+            job.taken = job.taken or (not is_callback(job) and lease_of(job) in taken)
         log.info(
             "stopping %d attempt(s) an operator cancelled or marked (%d not started yet)",
             len(taken),
@@ -274,84 +327,12 @@ class Worker:
             self._listener = None
             return False
 
-    def _relisten(self) -> None:
-        """From the lease keeper's thread once the database answers after an outage (where
-        a slow connect holds up nothing): listen again, then claim what was missed."""
-        if self._listener is None and self.store.caps.notifies:
-            self._listen()
-            if self._listener is not None:
-                self.wake()
-
     def _listen(self) -> None:
         """(Re)open the LISTEN connection, at most every few seconds: at start, and from the
-        lease keeper's thread after an outage."""
+        upkeep's thread after an outage."""
         if self._listener is None and time.monotonic() - self._listen_tried > 5:
             self._listen_tried = time.monotonic()
             self._listener = self.store.listen()
-
-    def _commit_due(self, pool: AttemptPool) -> bool:
-        """Group commit: record finished attempts once children run short of buffered work,
-        enough results have gathered, or the oldest has waited ``batch_delay``."""
-        if not self._finished:
-            return False
-        return (
-            len(self._buffer) + pool.waiting() < pool.size
-            or len(self._finished) >= pool.size * self._depth() // 2
-            or time.monotonic() - self._finished_since() >= self.options.batch_delay
-        )
-
-    def _finished_since(self) -> float:
-        return min(job.ended for job, _ in self._finished)
-
-    def _wait_time(self, pool: AttemptPool, last_poll: float) -> float:
-        now = time.monotonic()
-        limits = [self.options.poll_interval]
-        deadline = pool.next_deadline()
-        if deadline is not None:
-            limits.append(deadline - now)
-        if self._retry_at > now:  # the last commit failed: wait for results or the retry
-            return max(0.0, min(self._retry_at - now, *limits))
-        if self._wake or (self._buffer and pool.has_room(self._inbox())):
-            return 0.0
-        wait = self.options.poll_interval - (now - last_poll)
-        if self._finished:
-            wait = min(wait, self._finished_since() + self.options.batch_delay - now)
-        return max(0.0, min(wait, *limits))
-
-    def _room(self, pool: AttemptPool) -> int:
-        """How many more claims to take: enough to keep every child busy while the next
-        group commit runs."""
-        return max(0, self._depth() * pool.size - len(pool.jobs()) - len(self._buffer))
-
-    def _depth(self) -> int:
-        """Claims per child. Short tasks get a deep buffer (``prefetch``), so one commit
-        serves many of them; long tasks get one each, so a worker never sits on queued
-        work that another worker could start now. A new worker knows neither yet: one."""
-        typical = self._typical_seconds
-        return (
-            self.options.prefetch
-            if typical is not None and typical < self.options.short_task
-            else 1
-        )
-
-    def _inbox(self) -> int:
-        """Jobs per message to a child: a quarter of the claims it may hold, so short tasks
-        share a pipe round trip and long ones go one at a time."""
-        return max(1, self._depth() // 4)
-
-    def _learn(self, finished: list[tuple[Job, AttemptResult]]) -> None:
-        """Keep moving averages of how long attempts take: overall (how deep to prefetch)
-        and per task (which jobs may wait behind others in a child's inbox)."""
-        for job, result in finished:
-            typical = result.duration if self._typical_seconds is None else self._typical_seconds
-            self._typical_seconds = typical + 0.2 * (result.duration - typical)
-            key = (job.request.dag_id, job.request.task_id)
-            before = self._task_seconds.get(key, result.duration)
-            self._task_seconds[key] = before + 0.5 * (result.duration - before)
-
-    def _is_short(self, dag_id: str, task_id: str) -> bool:
-        seconds = self._task_seconds.get((dag_id, task_id))
-        return seconds is not None and seconds < self.options.short_task
 
     def _step(self, pool: AttemptPool) -> None:
         """One group commit: record finished attempts, advance runs, claim more work.
@@ -361,27 +342,23 @@ class Worker:
         stops meanwhile. Past the outage limit the worker gives up (``OutageTooLong``).
         """
         everything, self._finished = self._finished, []
-        finished = [(job, result) for job, result in everything if not _is_callback(job)]
-        delivered = [_delivery(job, result) for job, result in everything if _is_callback(job)]
-        outcomes = [_outcome(job, result) for job, result in finished]
-        ended = [_lease(j) for j, _ in finished]
+        finished = [(job, result) for job, result in everything if not is_callback(job)]
+        delivered = [delivery_of(job, result) for job, result in everything if is_callback(job)]
+        outcomes = [outcome_of(job, result) for job, result in finished]
+        ended = [lease_of(j) for j, _ in finished]
         self.leases.forget(ended)  # before the commit: a lease is never "lost" by ending
         try:
             completion, claims, jobs = self._commit(pool, outcomes, delivered)
         except StoreError as exc:
             self.leases.hold(ended)
             self._finished = everything + self._finished
-            self._retry_at = time.monotonic() + self._backoff.next()
-            if self.store.health is not None:
-                self.store.health.check()
-            if self.store.health is None or not self.store.health.down:
-                log.warning("group commit rolled back, will retry: %s", exc)
+            self.pace.commit_failed()
+            note_failure(self.store.health, exc, "group commit")
             return
-        self._backoff.reset()
-        self._learn(finished)
-        calls = [job for job in jobs if _is_callback(job)]
-        attempts_ = [job for job in jobs if not _is_callback(job)]
-        self.leases.hold([_lease(j) for j in attempts_])
+        self.pace.committed(finished)
+        calls = [job for job in jobs if is_callback(job)]
+        attempts_ = [job for job in jobs if not is_callback(job)]
+        self.leases.hold([lease_of(j) for j in attempts_])
         self._buffer.extendleft(reversed(calls))  # first: a child is kept free for them
         self._buffer.extend(attempts_)
         self.stats.claimed += len(claims)
@@ -400,20 +377,29 @@ class Worker:
                 self._runs.pop(run_pk, None)
             if completion.finished_runs and self.on_commit is not None:
                 self.on_commit(conn, completion, now)
-            room = 0 if self._stopping else self._room(pool)
             claims = attempts.claim(
                 conn,
                 self.owner,
-                room,
+                self._claim_room(),
                 self.options.lease_seconds,
                 now,
                 self._runs,
                 None if self.scope is None else self.scope(),
             )
-            jobs = [self._job(conn, c, spec_for(c.dag_id)) for c in claims]
+            jobs = [self.jobs.for_attempt(conn, c, spec_for(c.dag_id)) for c in claims]
             calls = self._claim_callbacks(conn, pool, completion, now)
-            jobs += [self._callback_job(c, spec_for(c.dag_id)) for c in calls]
+            jobs += [self.jobs.for_callback(c, spec_for(c.dag_id)) for c in calls]
         return completion, claims, jobs
+
+    def _claim_room(self) -> int:
+        """Claims to take now: the pace's room, none once stopping, and no more than
+        ``max_tasks`` in all."""
+        if self._stopping:
+            return 0
+        room = self.pace.room(len(self._buffer))
+        if self.options.max_tasks is None:
+            return room
+        return min(room, self.options.max_tasks - self.stats.claimed)
 
     def _claim_callbacks(
         self, conn: Connection, pool: AttemptPool, completion: Completion, now: datetime
@@ -425,7 +411,7 @@ class Worker:
         if self._stopping or not (completion.callbacks or time.monotonic() >= self._callbacks_due):
             return []
         idle = sum(1 for child in pool.children if not child.inbox)
-        room = max(0, idle - sum(1 for job in self._buffer if _is_callback(job)))
+        room = max(0, idle - sum(1 for job in self._buffer if is_callback(job)))
         hold = self.options.callback_timeout + self.options.lease_seconds
         scope = None if self.callback_scope is None else self.callback_scope()
         calls = callbacks.claim(conn, self.owner, room, hold, now, scope)
@@ -453,49 +439,11 @@ class Worker:
                         self.options.infra_budget,
                     )
 
-    def _job(self, conn: Connection, claim: Claim, spec: DagSpec) -> Job:
-        task = spec.task_map[claim.task_id]
-        inputs = attempts.upstream_values(conn, claim.run_pk, task.data_inputs)
-        request = AttemptRequest(**self._request_fields(claim, spec), inputs=inputs)
-        short = self._is_short(claim.dag_id, claim.task_id)
-        return Job(request, task.execution_timeout, payload=claim, short=short)
-
-    def _callback_job(self, claim: CallbackClaim, spec: DagSpec) -> Job:
-        request = CallbackRequest(
-            **self._request_fields(claim, spec), id=claim.id, event=claim.event, error=claim.error
-        )
-        return Job(
-            request,
-            self.options.callback_timeout,
-            payload=claim,
-            timeout_name="DAGRUN_CALLBACK_TIMEOUT",
-        )
-
-    def _request_fields(self, claim: Claim | CallbackClaim, spec: DagSpec) -> dict:
-        """What a child needs of a claim, an attempt's or a callback's: the same fields."""
-        return {
-            "dag_id": claim.dag_id,
-            "task_id": claim.task_id,
-            "fileloc": spec.fileloc,
-            "timezone": spec.timezone,
-            "run_id": claim.run_id,
-            "logical_date": claim.logical_date,
-            "data_interval_start": claim.data_interval_start,
-            "data_interval_end": claim.data_interval_end,
-            "try_number": claim.try_number,
-            "fence_token": claim.fence_token,
-            "ti_id": claim.ti_id,
-            "map_index": claim.map_index,
-            "conf": claim.conf,
-            "log_dir": str(self.options.log_dir),
-            "db_url": self.store.url,
-        }
-
     def _dispatch(self, pool: AttemptPool) -> None:
         """Start buffered attempts, unless the last commit failed (the database may be
         away: nothing new starts whose lease could not be kept)."""
-        if self._buffer and time.monotonic() >= self._retry_at:
-            pool.dispatch(self._buffer, self._inbox())
+        if self._buffer and time.monotonic() >= self.pace.retry_at:
+            pool.dispatch(self._buffer, self.pace.inbox())
 
     # ------------------------------------------------------------ shutdown
 
@@ -512,7 +460,7 @@ class Worker:
         while pool.busy() and time.monotonic() < deadline and not self._hurry:
             self._collect(pool, min(1.0, max(0.0, deadline - time.monotonic())))
             self._release_buffer()
-            if self._finished and time.monotonic() >= self._retry_at:
+            if self._finished and time.monotonic() >= self.pace.retry_at:
                 self._step(pool)
         killed = pool.kill_busy()
         if killed and self._fatal is None:
@@ -526,10 +474,10 @@ class Worker:
     def _release(self, jobs: list[Job], reason: str) -> None:
         """Give claims back: attempts to the queue, callback events not started to the
         outbox; a callback killed while it ran ends failed (it may have fired)."""
-        leases = [_lease(j) for j in jobs if not _is_callback(j)]
-        calls = [j.payload.id for j in jobs if _is_callback(j) and not j.started]
+        leases = [lease_of(j) for j in jobs if not is_callback(j)]
+        calls = [j.payload.id for j in jobs if is_callback(j) and not j.started]
         killed = [
-            CallbackEnd(j.payload.id, False, reason) for j in jobs if _is_callback(j) and j.started
+            CallbackEnd(j.payload.id, False, reason) for j in jobs if is_callback(j) and j.started
         ]
         if not (leases or calls or killed):
             return
@@ -548,28 +496,3 @@ class Worker:
         self.stats.released += count
         if count:
             log.info("released %d task instance(s) back to the queue", count)
-
-
-def _lease(job: Job) -> tuple[int, int]:
-    return job.payload.ti_id, job.payload.fence_token
-
-
-def _is_callback(job: Job) -> bool:
-    return isinstance(job.payload, CallbackClaim)
-
-
-def _delivery(job: Job, result: AttemptResult) -> CallbackEnd:
-    """How a callback job ended, for the outbox."""
-    sent = result.outcome == AttemptOutcome.SUCCESS
-    return CallbackEnd(job.payload.id, sent, None if sent else result.error, result.log)
-
-
-def _outcome(job: Job, result: AttemptResult) -> Outcome:
-    return Outcome.of(
-        job.payload,
-        result.outcome,
-        error=result.error,
-        return_value=result.return_value,
-        duration=result.duration,
-        log=result.log,
-    )

@@ -5,21 +5,23 @@ transaction lost a race and may simply be tried again, ``StoreUnavailable`` when
 database cannot be reached or the connection was lost (an outage), else a plain
 ``StoreError``. A long-running process keeps one ``Health`` that every transaction reports
 to, from any thread, so an outage is logged once when it starts and once when it ends, and
-its loops retry with ``Backoff`` until ``OUTAGE_SECONDS`` have passed.
+its loops (``ride_out``) retry with ``Backoff`` until ``OUTAGE_SECONDS`` have passed.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import os
-import random
 import sqlite3
 import threading
 import time
+from collections.abc import Callable
 
 from sqlalchemy.exc import InterfaceError, OperationalError
 
-from dagrun.errors import OutageTooLong, StoreConflict, StoreError, StoreUnavailable
+from dagrun.errors import DagrunError, OutageTooLong, StoreConflict, StoreError, StoreUnavailable
+from dagrun.timing.backoff import Backoff
 
 log = logging.getLogger("dagrun.store")
 
@@ -36,6 +38,7 @@ class Health:
         self.limit = limit
         self._lock = threading.Lock()
         self._down_since: float | None = None
+        self._back_at = -math.inf
         self._last_error = ""
 
     @property
@@ -56,8 +59,14 @@ class Health:
             return
         with self._lock:
             if self._down_since is not None:
-                log.warning("database is back after %.1f s", time.monotonic() - self._down_since)
+                self._back_at = time.monotonic()
+                log.warning("database is back after %.1f s", self._back_at - self._down_since)
                 self._down_since = None
+
+    def answered_for(self, seconds: float) -> bool:
+        """Whether the database has answered for ``seconds`` since the last outage (or was
+        never away)."""
+        return self._down_since is None and time.monotonic() - self._back_at >= seconds
 
     def check(self) -> None:
         """Raise ``OutageTooLong`` once the current outage has lasted past the limit."""
@@ -66,20 +75,49 @@ class Health:
             raise OutageTooLong(time.monotonic() - since, self.limit, self._last_error)
 
 
-class Backoff:
-    """Capped exponential delays with full jitter between retries of one loop's step."""
+def ride_out(
+    turn: Callable[[], float],
+    stopped: threading.Event,
+    fail: Callable[[BaseException], None],
+    *,
+    health: Health | None,
+    what: str,
+    backoff: Backoff | None = None,
+) -> None:
+    """The loop of a long-running role's thread: ``turn`` until ``stopped`` is set, waiting
+    between turns the seconds it returns (none before the first).
 
-    def __init__(self, first: float = 0.05, cap: float = 5.0) -> None:
-        self.first = first
-        self.cap = cap
-        self.failures = 0
+    A database error is ridden out: the turn runs again after ``backoff``'s next delay.
+    What cannot be ridden out ends the loop and goes to ``fail``: the outage past
+    ``health``'s limit, or any other of dagrun's errors (a bug: better stop the process
+    loudly than have it go on without this loop).
+    """
+    backoff = backoff or Backoff()
+    wait = 0.0
+    while not stopped.wait(wait):
+        try:
+            wait = turn()
+            backoff.reset()
+        except StoreError as exc:
+            wait = backoff.next()
+            try:
+                note_failure(health, exc, what)
+            except OutageTooLong as fatal:
+                fail(fatal)
+                return
+        except DagrunError as exc:
+            fail(exc)
+            return
 
-    def next(self) -> float:
-        self.failures += 1
-        return random.uniform(0, min(self.cap, self.first * 2 ** min(self.failures, 20)))
 
-    def reset(self) -> None:
-        self.failures = 0
+def note_failure(health: Health | None, error: StoreError, what: str) -> None:
+    """``what`` failed with ``error`` and will be tried again: raise ``OutageTooLong`` once
+    the outage has lasted past its limit, else log the error unless ``health`` logged the
+    outage it belongs to already."""
+    if health is not None:
+        health.check()
+    if health is None or not health.down:
+        log.warning("%s failed, will retry: %s", what, error)
 
 
 #: Errors of reaching and using the database; others (an IntegrityError...) pass as they are.

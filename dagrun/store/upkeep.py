@@ -1,9 +1,10 @@
 """Upkeep of the queue: wake retries and sensors' pokes whose time has come, reap leases
 that ran out (of attempts, and of callbacks, which end failed rather than run twice).
 
-A store operation, not a role: the scheduler, every worker and a backfill's driver call
-``sweep`` on their own schedule. Any number of them may sweep at once: every change is a
-guarded update, and on PostgreSQL reapers skip the rows another reaper holds.
+A store operation, not a role: every dagrun process runs one upkeep loop that calls
+``sweep`` (``runtime.upkeep``, which says who starts it in each process layout). Any number
+of them may sweep at once: every change is a guarded update, and on PostgreSQL reapers skip
+the rows another reaper holds.
 """
 
 from __future__ import annotations

@@ -310,7 +310,7 @@ def test_command_sees_the_event_in_its_environment(
 
 @pytest.mark.parametrize(
     ("script", "complaint"),
-    [("exit 3", "exited with code 3"), ("kill -TERM $$", "killed by signal 15")],
+    [("exit 3", "exited with code 3"), ("kill -TERM $$", r"killed by signal 15 \(SIGTERM\)")],
 )
 def test_command_fails_when_it_fails(script: str, complaint: str) -> None:
     with pytest.raises(NotifyError, match=complaint):
