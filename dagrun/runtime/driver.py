@@ -8,7 +8,9 @@ the driver's: its runs within its limit (``--max-active-runs``, newest first wit
 tasks are claimed in the same transaction, and on the watch thread's interval for anything
 else (a slot freed elsewhere). The watch thread also shows progress, spots runs that cannot
 go on (``depends_on_past`` tasks waiting on a past that did not succeed) and stops the
-worker when every run has ended.
+worker when every run has ended. Being the process's composer, the driver also starts its
+one upkeep loop (``runtime.upkeep``): retries wake and expired leases are reaped with no
+scheduler about.
 """
 
 from __future__ import annotations
@@ -25,11 +27,12 @@ from sqlalchemy import Connection
 from dagrun.errors import StoreError
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.progress import Progress
+from dagrun.runtime.upkeep import UpkeepLoop
 from dagrun.runtime.worker import Worker, WorkerOptions, WorkerStats
 from dagrun.states import RunState
 from dagrun.store import Store, callbacks, operator_actions, pools, registry, run_reads, runs
 from dagrun.store.attempts import Completion
-from dagrun.store.outage import Backoff
+from dagrun.store.outage import ride_out
 
 log = logging.getLogger("dagrun.runtime.driver")
 
@@ -99,6 +102,7 @@ class RunDriver:
             scope=self._running_runs,
             callback_scope=lambda: self.run_pks,
         )
+        self.upkeep = UpkeepLoop.beside(self.worker)
         self._running: set[int] = set()
         self._running_lock = threading.Lock()
         self._finished = False
@@ -113,7 +117,8 @@ class RunDriver:
         watcher = threading.Thread(target=self._watch, name="dagrun-driver", daemon=True)
         watcher.start()
         try:
-            stats = self.worker.run()
+            with self.upkeep:
+                stats = self.worker.run()
         finally:
             self._watching.set()
             watcher.join(10)
@@ -181,29 +186,16 @@ class RunDriver:
         )
 
     def _watch(self) -> None:
-        backoff = Backoff()
-        wait = 0.0  # a first look at once: progress shows from the start
-        while not self._watching.wait(wait):
-            try:
-                self._look()
-            except StoreError as exc:
-                wait = backoff.next()
-                health = self.store.health
-                try:
-                    if health is not None:
-                        health.check()
-                except StoreError as fatal:
-                    self.worker.fail(fatal)
-                    return
-                if health is None or not health.down:
-                    log.warning("could not look at the runs, retrying: %s", exc)
-                continue
-            backoff.reset()
-            wait = self.watch_interval
+        """Look at once (progress shows from the start), then every ``watch_interval``."""
+        health = self.store.health
+        ride_out(
+            self._look, self._watching, self.worker.fail, health=health, what="look at the runs"
+        )
 
-    def _look(self) -> None:
+    def _look(self) -> float:
         """One look: fail runs past their dagrun_timeout, admit, spot stuck runs, warn of
-        missing pools, show progress, and stop the worker when nothing is left to do."""
+        missing pools, show progress, and stop the worker when nothing is left to do;
+        the seconds until the next."""
         with self.store.write() as conn:
             now = self.store.now(conn)
             operator_actions.time_out_runs(conn, self.spec, now)
@@ -219,6 +211,7 @@ class RunDriver:
             self.worker.stop()
         if self.progress is not None and self.progress.due():
             self.progress.update(self.summary())
+        return self.watch_interval
 
     def _find_stuck(self, conn: Connection) -> list[datetime]:
         """The logical dates of runs that wait on a past that did not succeed while nothing

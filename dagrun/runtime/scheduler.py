@@ -27,7 +27,7 @@ from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunType
-from dagrun.store import Store, assets, operator_actions, pools, reads, registry, runs
+from dagrun.store import Store, assets, dag_reads, operator_actions, pools, registry, runs
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
@@ -82,7 +82,7 @@ class Scheduler:
         report = TickReport()
         self._refresh_dags()
         with self.store.read() as conn:
-            dags = reads.active_dags(conn)
+            dags = dag_reads.active_dags(conn)
         for row in dags:
             try:
                 self._schedule_dag(row.dag_id, report)
@@ -109,7 +109,7 @@ class Scheduler:
         tasks in it too."""
         dag_ids = {o.dag_id for o in completion.accepted if o.run_pk in completion.finished_runs}
         for dag_id in sorted(dag_ids):
-            row = reads.get_dag(conn, dag_id, active=False)
+            row = dag_reads.get_dag(conn, dag_id, active=False)
             if row.is_active and not row.is_paused:
                 runs.admit_and_start(conn, row.spec, now)
 
@@ -126,7 +126,7 @@ class Scheduler:
         with self.store.write() as conn:
             if not runs.lock_dag(conn, dag_id, skip_locked=True):
                 return
-            row = reads.get_dag(conn, dag_id)
+            row = dag_reads.get_dag(conn, dag_id)
             if row.is_paused:
                 self._hold(dag_id, "paused")
                 return
