@@ -85,7 +85,7 @@ def fill(url: str, dags: Path, runs: int) -> float:
     """Create ``runs`` queued runs of the herd DAG as the scheduler would; seconds taken."""
     from dagrun.runtime.dag_sync import sync_dags
     from dagrun.states import RunType
-    from dagrun.store import Store, reads
+    from dagrun.store import Store, dag_reads
     from dagrun.store import runs as store_runs
 
     started = time.perf_counter()
@@ -93,7 +93,7 @@ def fill(url: str, dags: Path, runs: int) -> float:
     try:
         sync_dags(store, str(dags))
         with store.write() as conn:
-            spec = reads.get_dag(conn, "herd").spec
+            spec = dag_reads.get_dag(conn, "herd").spec
             last = FIRST + timedelta(hours=runs - 1)
             made = store_runs.create_runs(
                 conn,

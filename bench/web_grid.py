@@ -29,8 +29,8 @@ from sqlalchemy import func, insert, select
 
 from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.store import Store, registry, sql
-from dagrun.store.reads import Cell
 from dagrun.store.schema import dag_run, task_instance
+from dagrun.store.task_reads import Cell
 from dagrun.timing.instants import iso
 from dagrun.webapp import WebApp
 

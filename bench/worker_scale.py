@@ -67,7 +67,7 @@ def fill_queue(url: str, dags: Path, dag_id: str, run_count: int) -> int:
 
     from dagrun.runtime.dag_sync import sync_dags
     from dagrun.states import RunType
-    from dagrun.store import Store, reads, runs
+    from dagrun.store import Store, dag_reads, runs
     from dagrun.store.schema import task_instance
 
     store = Store(url)
@@ -75,7 +75,7 @@ def fill_queue(url: str, dags: Path, dag_id: str, run_count: int) -> int:
         sync_dags(store, str(dags))
         with store.write() as conn:
             now = store.now(conn)
-            spec = reads.get_dag(conn, dag_id).spec
+            spec = dag_reads.get_dag(conn, dag_id).spec
             first = datetime(START.year, START.month, START.day, tzinfo=UTC)
             last = first + timedelta(days=run_count - 1)
             runs.create_runs(

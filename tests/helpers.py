@@ -121,12 +121,12 @@ def run_once(
     from dagrun.runtime.dag_sync import sync_dags
     from dagrun.runtime.driver import RunDriver
     from dagrun.runtime.worker import WorkerOptions
-    from dagrun.store import reads, runs
+    from dagrun.store import dag_reads, run_reads, runs, task_reads
     from dagrun.timing.timetable import DataInterval
 
     sync_dags(store, str(dags_dir))
     with store.read() as conn:
-        spec = reads.get_dag(conn, dag_id).spec
+        spec = dag_reads.get_dag(conn, dag_id).spec
     first = spec.timetable.next_interval(None)
     with store.write() as conn:
         now = store.now(conn)
@@ -135,20 +135,20 @@ def run_once(
     options = WorkerOptions(concurrency=workers, log_dir=log_dir or dags_dir.parent / "logs")
     RunDriver(store, spec, [pk], worker_options=options).run()
     with store.read() as conn:
-        run = reads.run_by_pk(conn, pk)
-        tasks = {t.task_id: t for t in reads.task_instances(conn, [pk])}
+        run = run_reads.run_by_pk(conn, pk)
+        tasks = {t.task_id: t for t in task_reads.task_instances(conn, [pk])}
     return run, tasks
 
 
 def queue_run(store, dags_dir: Path, dag_id: str, run_id: str = "queued-run") -> int:
     """Sync the dags folder and create, admit and start one manual run: its roots are queued."""
     from dagrun.runtime.dag_sync import sync_dags
-    from dagrun.store import reads, runs
+    from dagrun.store import dag_reads, runs
     from dagrun.timing.timetable import DataInterval
 
     sync_dags(store, str(dags_dir))
     with store.write() as conn:
-        spec = reads.get_dag(conn, dag_id).spec
+        spec = dag_reads.get_dag(conn, dag_id).spec
         now = store.now(conn)
         pk, _ = runs.create_manual_run(conn, spec, DataInterval(now, now), run_id, now)
         runs.admit_runs(conn, spec, 10**6, now, run_pks=[pk])

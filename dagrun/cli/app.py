@@ -24,7 +24,7 @@ if TYPE_CHECKING:
     from dagrun.parsing.spec import DagSpec
     from dagrun.runtime.dag_sync import SyncReport
     from dagrun.store import Store
-    from dagrun.store.reads import RunRow
+    from dagrun.store.run_reads import RunRow
 
 
 class App:
@@ -76,11 +76,11 @@ class App:
 
     def spec(self, dag_id: str) -> DagSpec:
         """The DAG's spec after a sync of the dags folder (``DagNotFound`` if unknown)."""
-        from dagrun.store import reads
+        from dagrun.store import dag_reads
 
         self.sync()
         with self.store.read() as conn:
-            return reads.get_dag(conn, dag_id).spec
+            return dag_reads.get_dag(conn, dag_id).spec
 
     def close(self) -> None:
         if self._store is not None:
@@ -120,13 +120,13 @@ def resolve_date(spec, value: str) -> datetime:
 
 def pick_run(conn: Connection, spec: DagSpec, run_id: str | None, date: str | None) -> RunRow:
     """The run a command names: by RUN_ID or by ``--date`` (exactly one of them)."""
-    from dagrun.store import reads
+    from dagrun.store import run_reads
 
     if bool(run_id) == bool(date):
         raise UsageError("give either RUN_ID or --date")
     if run_id:
-        return reads.run_by_id(conn, spec.dag_id, run_id)
-    return reads.run_by_date(conn, spec.dag_id, resolve_date(spec, date))
+        return run_reads.run_by_id(conn, spec.dag_id, run_id)
+    return run_reads.run_by_date(conn, spec.dag_id, resolve_date(spec, date))
 
 
 #: The dates every timezone can turn into UTC instants (and a date-only end into the end of

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
-from dagrun.store import assets, reads
+from dagrun.store import assets, dag_reads
 
 
 @click.group("assets")
@@ -20,7 +20,7 @@ def assets_group() -> None:
 def list_assets(app: App, as_json: bool) -> None:
     """Each asset with its producers, the DAGs waiting for it, and its latest partition."""
     with app.store.read() as conn:
-        specs = [r.spec for r in reads.active_dags(conn)]
+        specs = [r.spec for r in dag_reads.active_dags(conn)]
         rows = assets.asset_rows(conn, specs)
     if as_json:
         echo_json([r.to_json() for r in rows])

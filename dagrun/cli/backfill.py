@@ -39,7 +39,7 @@ from dagrun.runtime.backfill import (
 from dagrun.runtime.driver import DriveResult, RunDriver
 from dagrun.runtime.progress import Progress
 from dagrun.states import RunState, RunType, TaskState
-from dagrun.store import audit, operator_actions, reads, runs
+from dagrun.store import audit, operator_actions, run_reads, runs, task_reads
 from dagrun.timing.instants import iso
 from dagrun.timing.timetable import DataInterval
 
@@ -307,7 +307,7 @@ class ManualRun:
         key = run_id or runs.run_id_for(RunType.MANUAL, interval.start)
         return cls(spec, key, interval, conf, start_at)
 
-    def record(self, app: App) -> tuple[reads.RunRow, bool]:
+    def record(self, app: App) -> tuple[run_reads.RunRow, bool]:
         """Create the run (audited) unless its key exists; (its row, created). Under the
         DAG lock, so two processes recording one key make one run."""
         dag_id = self.spec.dag_id
@@ -328,7 +328,7 @@ class ManualRun:
                     conf=self.conf,
                     start_at=self.start_at,
                 )
-            return reads.run_by_pk(conn, pk), created
+            return run_reads.run_by_pk(conn, pk), created
 
 
 def _manual_interval(spec: DagSpec, value: str | None) -> DataInterval:
@@ -349,7 +349,7 @@ def _execute_runs(app: App, spec: DagSpec, run_pks: list[int], workers: int | No
         result = driver.run()
     _echo_stuck(spec, result.stuck)
     with app.store.read() as conn:
-        return reads.run_by_pk(conn, run_pks[0])
+        return run_reads.run_by_pk(conn, run_pks[0])
 
 
 def spec_order(app: App, dag_id: str) -> list[str]:
@@ -357,10 +357,10 @@ def spec_order(app: App, dag_id: str) -> list[str]:
     return [t.task_id for t in app.spec(dag_id).tasks]
 
 
-def print_run(app: App, run_row: reads.RunRow) -> None:
+def print_run(app: App, run_row: run_reads.RunRow) -> None:
     """A run's state and its task instances, as a table."""
     with app.store.read() as conn:
-        tasks = reads.task_instances(conn, [run_row.id], spec_order(app, run_row.dag_id))
+        tasks = task_reads.task_instances(conn, [run_row.id], spec_order(app, run_row.dag_id))
     click.echo(f"run {run_row.run_id}: {run_row.state} ({fmt_seconds(run_row.duration)})")
     mapped = any(t.map_index >= 0 for t in tasks)
     echo_table(
@@ -410,8 +410,8 @@ def clear(
     first, last = cli_range(spec, start, end)
     chosen = _matching_tasks(spec, pattern, downstream)
     with app.store.read() as conn:
-        chosen_runs = reads.runs_between(conn, dag_id, first, last)
-        tis = reads.task_instances(conn, [r.id for r in chosen_runs])
+        chosen_runs = run_reads.runs_between(conn, dag_id, first, last)
+        tis = task_reads.task_instances(conn, [r.id for r in chosen_runs])
     failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
     selection: dict[int, set[str]] = {}
     count = 0

@@ -9,7 +9,7 @@ import click
 from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
 from dagrun.errors import UsageError
 from dagrun.parsing.graph_export import RENDERERS
-from dagrun.store import audit, reads, registry
+from dagrun.store import audit, dag_reads, registry, run_reads
 from dagrun.timing.instants import iso, parse_cli_instant
 
 
@@ -25,9 +25,9 @@ def list_dags(app: App, as_json: bool) -> None:
     """DAGs found, with schedule, timezone, paused flag, next run, and import errors."""
     app.sync()
     with app.store.read() as conn:
-        rows = reads.active_dags(conn)
-        errors = reads.import_errors(conn)
-        latest = reads.latest_runs(conn, [r.dag_id for r in rows])
+        rows = dag_reads.active_dags(conn)
+        errors = dag_reads.import_errors(conn)
+        latest = run_reads.latest_runs(conn, [r.dag_id for r in rows])
     next_dates = {r.dag_id: _next_logical_date(r, latest.get(r.dag_id)) for r in rows}
     if as_json:
         echo_json([_dag_json(r, next_dates[r.dag_id]) for r in rows])
@@ -49,7 +49,7 @@ def list_dags(app: App, as_json: bool) -> None:
         click.echo(f"{len(errors)} DAG file(s) failed to load; see `dagrun dags errors`", err=True)
 
 
-def _dag_line(r: reads.DagRow, folder: str, next_date: datetime | None) -> list[str]:
+def _dag_line(r: dag_reads.DagRow, folder: str, next_date: datetime | None) -> list[str]:
     return [
         r.dag_id,
         r.spec.schedule_text,
@@ -60,12 +60,12 @@ def _dag_line(r: reads.DagRow, folder: str, next_date: datetime | None) -> list[
     ]
 
 
-def _import_error(r: reads.DagRow) -> str:
+def _import_error(r: dag_reads.DagRow) -> str:
     """A DAG whose file fails now runs as last parsed: say so beside it."""
     return f"file fails, runs as last parsed: {r.error}" if r.error else ""
 
 
-def _dag_json(r: reads.DagRow, next_date: datetime | None) -> dict:
+def _dag_json(r: dag_reads.DagRow, next_date: datetime | None) -> dict:
     return {
         "dag_id": r.dag_id,
         "schedule": r.spec.schedule_text,
@@ -79,7 +79,7 @@ def _dag_json(r: reads.DagRow, next_date: datetime | None) -> dict:
     }
 
 
-def _next_logical_date(r: reads.DagRow, latest_run: datetime | None) -> datetime | None:
+def _next_logical_date(r: dag_reads.DagRow, latest_run: datetime | None) -> datetime | None:
     """The next logical date the scheduler will really create (see ``next_interval``)."""
     upcoming = r.spec.next_interval(r.cursor, datetime.now(UTC), latest_run)
     return upcoming.start if upcoming else None
@@ -108,14 +108,14 @@ def show_dag(app: App, dag_id: str, fmt: str) -> None:
     """Tasks in topological order with their upstreams (and groups), or the graph drawn."""
     app.sync()
     with app.store.read() as conn:
-        row = reads.get_dag(conn, dag_id)
+        row = dag_reads.get_dag(conn, dag_id)
     if fmt == "text":
         _show_table(row)
     else:
         click.echo(RENDERERS[fmt](row.spec))
 
 
-def _show_table(row: reads.DagRow) -> None:
+def _show_table(row: dag_reads.DagRow) -> None:
     spec = row.spec
     click.echo(f"DAG {spec.dag_id}  schedule {spec.schedule_text}  timezone {spec.timezone}")
     click.echo(f"file {row.fileloc}")
@@ -145,7 +145,7 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
     """The next N logical dates strictly after --after, with due times; DST changes marked."""
     app.sync()
     with app.store.read() as conn:
-        spec = reads.get_dag(conn, dag_id).spec
+        spec = dag_reads.get_dag(conn, dag_id).spec
     tt = spec.timetable
     try:
         start = parse_cli_instant(after, tt.tz) if after else datetime.now(UTC)
@@ -201,7 +201,7 @@ def dag_errors(app: App, as_json: bool) -> None:
     """Every DAG file that failed to load, with the reason; exits 1 when there is one."""
     app.sync()
     with app.store.read() as conn:
-        errors = reads.import_errors(conn)
+        errors = dag_reads.import_errors(conn)
     if as_json:
         echo_json([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
     else:

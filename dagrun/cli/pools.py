@@ -7,7 +7,7 @@ import click
 from dagrun.authoring.dag import check_id
 from dagrun.cli.app import App, echo_json, echo_table, pass_app
 from dagrun.errors import DagDefinitionError, UsageError
-from dagrun.store import audit, reads
+from dagrun.store import audit, dag_reads
 from dagrun.store import pools as pool_store
 
 
@@ -22,7 +22,7 @@ def pools() -> None:
 def list_pools(app: App, as_json: bool) -> None:
     """Pools with their slots and the tasks running and queued in them."""
     with app.store.read() as conn:
-        rows = reads.pool_rows(conn)
+        rows = dag_reads.pool_rows(conn)
     if as_json:
         echo_json([r.__dict__ for r in rows])
         return

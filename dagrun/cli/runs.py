@@ -29,7 +29,7 @@ from dagrun.cli.backfill import ManualRun, print_run
 from dagrun.errors import UsageError
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import RunState
-from dagrun.store import audit, operator_actions, reads
+from dagrun.store import audit, dag_reads, operator_actions, run_reads, task_reads
 from dagrun.timing.instants import iso, parse_cli_instant, parse_duration
 
 if TYPE_CHECKING:
@@ -109,7 +109,7 @@ def _start_at(spec: DagSpec, value: str | None) -> datetime | None:
 
 def _warn_if_paused(app: App, dag_id: str) -> None:
     with app.store.read() as conn:
-        paused = reads.get_dag(conn, dag_id).is_paused
+        paused = dag_reads.get_dag(conn, dag_id).is_paused
     if paused:
         click.echo(
             f"DAG '{dag_id}' is paused: its runs wait until `dagrun dags unpause {dag_id}`",
@@ -131,7 +131,7 @@ def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
     """Runs of DAG, oldest first, with states and durations."""
     spec = app.spec(dag_id)
     with app.store.read() as conn:
-        rows = reads.runs(conn, dag_id, state=state)
+        rows = run_reads.runs(conn, dag_id, state=state)
     if as_json:
         echo_json([run_json(r) for r in rows])
         return
@@ -152,7 +152,7 @@ def runs_list(app: App, dag_id: str, state: str | None, as_json: bool) -> None:
     )
 
 
-def run_json(r: reads.RunRow) -> dict:
+def run_json(r: run_reads.RunRow) -> dict:
     """A run as ``runs list --json`` and ``runs show --json`` print it."""
     return {
         "run_id": r.run_id,
@@ -179,7 +179,7 @@ def runs_show(app: App, dag_id: str, run_id: str | None, date_: str | None, as_j
     spec = app.spec(dag_id)
     with app.store.read() as conn:
         row = pick_run(conn, spec, run_id, date_)
-        tasks = reads.task_instances(conn, [row.id], [t.task_id for t in spec.tasks])
+        tasks = task_reads.task_instances(conn, [row.id], [t.task_id for t in spec.tasks])
     if as_json:
         echo_json(
             {
@@ -256,7 +256,7 @@ def _change_run(
     action: str,
     apply: Callable[[Connection, DagSpec, int, datetime], operator_actions.Change],
     **detail: object,
-) -> tuple[reads.RunRow, operator_actions.Change]:
+) -> tuple[run_reads.RunRow, operator_actions.Change]:
     """Pick the run, ``apply`` a hand change to it and audit what changed, in one
     transaction; (the run as it was, the change)."""
     spec = app.spec(dag_id)

@@ -13,7 +13,7 @@ from dagrun.parsing.loader import import_file
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.runner import AttemptRequest, DagCache, execute
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import audit, callbacks, logfiles, operator_actions, reads
+from dagrun.store import audit, callbacks, logfiles, operator_actions, task_reads
 from dagrun.store.readiness import evaluate
 from dagrun.store.runs import run_id_for
 from dagrun.timing.instants import iso
@@ -212,7 +212,7 @@ def failed(app: App, dag_id: str | None, as_json: bool) -> None:
     if dag_id:
         app.spec(dag_id)
     with app.store.read() as conn:
-        rows = reads.dead_letters(conn, dag_id)
+        rows = task_reads.dead_letters(conn, dag_id)
     if as_json:
         echo_json(
             [
@@ -279,8 +279,8 @@ def logs(
     spec = app.spec(dag_id)
     with app.store.read() as conn:
         run = pick_run(conn, spec, run_id, date)
-        ti = reads.task_instance(conn, run, task_id, map_index)
-        attempts = reads.attempts(conn, ti.id)
+        ti = task_reads.task_instance(conn, run, task_id, map_index)
+        attempts = task_reads.attempts(conn, ti.id)
     if not attempts:
         raise UsageError(f"{dag_id}.{task_id} has not run at {run.logical_date.isoformat()}")
     chosen = [a for a in attempts if try_number in (None, a.try_number)]

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dagrun.errors import UsageError
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import FAILED_TASK_STATES, RunState, RunType
-from dagrun.store import Store, audit, operator_actions, reads, runs
+from dagrun.store import Store, audit, operator_actions, run_reads, runs, task_reads
 from dagrun.timing.timetable import DataInterval
 
 if TYPE_CHECKING:
@@ -111,7 +111,7 @@ def _entries(
     intervals = _representable(spec.timetable.intervals(start, end))
     while page := list(islice(intervals, PAGE_DATES)):
         with store.read() as conn:
-            found = reads.runs_between(
+            found = run_reads.runs_between(
                 conn, spec.dag_id, page[0].start, page[-1].start, scheduled=True
             )
         existing = {r.logical_date: r for r in found}
@@ -181,7 +181,7 @@ def _prepare_page(
     first, last = entries[0].interval.start, entries[-1].interval.start
     by_date = {
         r.logical_date: r.id
-        for r in reads.runs_between(conn, spec.dag_id, first, last, scheduled=True)
+        for r in run_reads.runs_between(conn, spec.dag_id, first, last, scheduled=True)
     }
     run_pks = [by_date[e.interval.start] for e in entries]
     resets = {by_date[e.interval.start]: None for e in entries if e.action == Action.RESET}
@@ -194,4 +194,4 @@ def _prepare_page(
 
 def _failed_tasks(conn, run_pk: int) -> set[str]:
     failed = {s.value for s in FAILED_TASK_STATES}
-    return {t.task_id for t in reads.task_instances(conn, [run_pk]) if t.state in failed}
+    return {t.task_id for t in task_reads.task_instances(conn, [run_pk]) if t.state in failed}

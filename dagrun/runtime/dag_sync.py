@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from dagrun.parsing import parser
 from dagrun.parsing.spec import DagSpec
-from dagrun.store import Store, reads, registry
+from dagrun.store import Store, dag_reads, registry
 
 DUPLICATE_PREFIX = "duplicate DAG id"
 
@@ -40,7 +40,7 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
     """Parse what changed in ``folder`` and record DAGs and import errors in the store."""
     found = parser.discover(folder)
     with store.read() as conn:
-        known = reads.known_files(conn)
+        known = dag_reads.known_files(conn)
     removed = [p for p in known if p not in found]
     changed = {p: h for p, h in found.items() if p not in known or known[p].content_hash != h}
     if changed or removed:
@@ -115,7 +115,7 @@ def _source(path: str, content_hash: str) -> str | None:
 
 
 def _keep_previous_owners(
-    known: dict[str, reads.KnownFile],
+    known: dict[str, dag_reads.KnownFile],
     results: dict[str, parser.FileResult],
     owners: dict[str, str],
 ) -> None:
@@ -128,7 +128,7 @@ def _keep_previous_owners(
 
 
 def _dependents(
-    known: dict[str, reads.KnownFile], found: dict[str, str], edited: set[str]
+    known: dict[str, dag_reads.KnownFile], found: dict[str, str], edited: set[str]
 ) -> dict[str, str]:
     """Unchanged files that imported an edited or removed helper, and files that failed on
     a missing module once new files appear: parsing them again is the only way to know."""
@@ -147,7 +147,7 @@ def _dependents(
 _MISSING_MODULE = "ModuleNotFoundError"
 
 
-def _clashing_files(known: dict[str, reads.KnownFile], found: dict[str, str]) -> dict:
+def _clashing_files(known: dict[str, dag_reads.KnownFile], found: dict[str, str]) -> dict:
     """Files rejected for a duplicate dag_id are rechecked when other files change."""
     return {
         p: found[p]

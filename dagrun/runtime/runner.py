@@ -173,11 +173,11 @@ def _good_source(db_url: str | None, fileloc: str) -> str | None:
     """The file's last good source from the store (None outside a worker, or if none)."""
     if db_url is None:
         return None
-    from dagrun.store import reads
+    from dagrun.store import dag_reads
     from dagrun.store.engine import shared_store
 
     with shared_store(db_url).read() as conn:
-        return reads.good_source(conn, fileloc)
+        return dag_reads.good_source(conn, fileloc)
 
 
 def execute(

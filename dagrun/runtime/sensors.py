@@ -87,11 +87,11 @@ class ExternalTaskSensor(_Sensor):
                 "ExternalTaskSensor reads the store: run it with a worker (dagrun run, "
                 "scheduler, worker), not dagrun test"
             )
-        from dagrun.store import reads
+        from dagrun.store import run_reads
         from dagrun.store.engine import shared_store
 
         with shared_store(ctx.db_url).read() as conn:
-            state = reads.external_state(
+            state = run_reads.external_state(
                 conn, self.external_dag_id, ctx.logical_date, self.external_task_id
             )
         if state in _FAILED:

@@ -10,8 +10,9 @@ day, once every asset it lists has an event for the key (``look``, called by the
 under the DAG lock). Each DAG keeps a cursor over the events it has looked at and, per
 asset and key, the event its run consumed. A newer event with the same fingerprint as the
 consumed one changes nothing; a really changed partition re-runs the DAG's run for that key
-(as ``clear`` would) once that run has finished, never a second run. The statements are in
-``statements.py``.
+(as ``clear`` would) once that run has finished, never a second run. The records of events,
+of what was consumed and of the cursors are written by this module's own statements; the
+reads are in ``dag_reads`` (events, cursors) and ``run_reads`` (the run of a key).
 """
 
 from __future__ import annotations
@@ -22,18 +23,43 @@ from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, insert
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import runs, sql
-from dagrun.store import statements as q
+from dagrun.store import dag_reads, run_reads, runs, sql
+from dagrun.store.schema import asset_consumed, asset_cursor, asset_event
+from dagrun.store.sql import Statement, binds, name_all, upsert
 from dagrun.timing.instants import iso
 from dagrun.timing.timetable import DataInterval
 
 if TYPE_CHECKING:
     from dagrun.store.attempts import Outcome
     from dagrun.store.runs import SpecLookup
+
+# ---------------------------------------------------------------- statements
+
+INSERT_ASSET_EVENTS = Statement(
+    "Record that a task produced a partition of an asset (outlets), with its fingerprint.",
+    insert(asset_event).values(
+        **binds("asset partition_key fingerprint dag_id run_pk task_id created_at")
+    ),
+)
+UPSERT_CONSUMED = Statement(
+    "Record the event of an asset a DAG's run for a key was made or re-run for.",
+    upsert(
+        asset_consumed,
+        ("dag_id", "asset", "partition_key"),
+        ("event_id", "fingerprint", "consumed_at"),
+    ),
+)
+UPSERT_ASSET_CURSOR = Statement(
+    "Move a DAG's asset cursor past the events it looked at.",
+    upsert(asset_cursor, "dag_id", ("last_event_id",)),
+)
+
+name_all(globals(), prefix="assets.")
+
 
 #: New events one look reads at most; the cursor takes the rest at the next tick.
 EVENTS_PER_LOOK = 5000
@@ -70,7 +96,7 @@ def record_events(
                     "b_created_at": now,
                 }
             )
-    return sql.execute_many(conn, q.INSERT_ASSET_EVENTS, rows)
+    return sql.execute_many(conn, INSERT_ASSET_EVENTS, rows)
 
 
 def partition_key(logical_date: datetime, timezone: str) -> str:
@@ -86,7 +112,7 @@ def _fingerprint(conn: Connection, asset: str, key: str, outcome: Outcome) -> st
         "b_ti_id": outcome.ti_id,
         "b_fence": outcome.fence_token,
     }
-    return sql.scalar(conn, q.PARTITION_FINGERPRINT, params)
+    return sql.scalar(conn, dag_reads.PARTITION_FINGERPRINT, params)
 
 
 # ---------------------------------------------------------------- asset-scheduled DAGs
@@ -122,9 +148,9 @@ def look(conn: Connection, spec: DagSpec) -> Look:
     their events); keys some asset has no event for yet wait for it (its event brings the
     key back)."""
     found = Look()
-    after = sql.scalar(conn, q.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    after = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
     params = {"b_assets": list(spec.assets), "b_after": after, "b_limit": EVENTS_PER_LOOK}
-    events = sql.rows(conn, q.NEW_ASSET_EVENTS, params)
+    events = sql.rows(conn, dag_reads.NEW_ASSET_EVENTS, params)
     if not events:
         return found
     first: dict[str, int] = {}
@@ -152,14 +178,14 @@ def _consider(conn: Connection, spec: DagSpec, key: str) -> Due | None:
     """The key as a run to make or re-run when every asset has an event for it."""
     latest: dict[str, tuple[int, str | None]] = {}
     for event_id, asset, fingerprint in sql.tuples(
-        conn, q.KEY_EVENTS, {"b_assets": list(spec.assets), "b_key": key}
+        conn, dag_reads.KEY_EVENTS, {"b_assets": list(spec.assets), "b_key": key}
     ):
         latest[asset] = (event_id, fingerprint)
     if set(latest) != set(spec.assets):
         return None
     interval = key_interval(key, spec.timezone)
     params = {"b_dag_id": spec.dag_id, "b_logical_date": interval.start}
-    run = sql.first(conn, q.RUN_FOR_DATE, params)
+    run = sql.first(conn, run_reads.RUN_FOR_DATE, params)
     if run is None:
         return Due(key, interval, None, None, latest)
     return Due(key, interval, run.id, RunState(run.state), latest)
@@ -171,7 +197,7 @@ def _changed(conn: Connection, spec: DagSpec, due: Due) -> bool:
     consumed = {
         asset: (event_id, fingerprint)
         for asset, event_id, fingerprint in sql.tuples(
-            conn, q.CONSUMED_FOR_KEY, {"b_dag_id": spec.dag_id, "b_key": due.key}
+            conn, dag_reads.CONSUMED_FOR_KEY, {"b_dag_id": spec.dag_id, "b_key": due.key}
         )
     }
     for asset, (event_id, fingerprint) in due.latest.items():
@@ -205,11 +231,11 @@ def consume(conn: Connection, spec: DagSpec, due: Due, now: datetime) -> None:
         }
         for asset, (event_id, fingerprint) in sorted(due.latest.items())
     ]
-    sql.execute_many(conn, q.UPSERT_CONSUMED, rows)
+    sql.execute_many(conn, UPSERT_CONSUMED, rows)
 
 
 def move_cursor(conn: Connection, spec: DagSpec, cursor: int) -> None:
-    sql.execute(conn, q.UPSERT_ASSET_CURSOR, {"b_dag_id": spec.dag_id, "b_last_event_id": cursor})
+    sql.execute(conn, UPSERT_ASSET_CURSOR, {"b_dag_id": spec.dag_id, "b_last_event_id": cursor})
 
 
 # ---------------------------------------------------------------- what an operator sees
@@ -252,7 +278,7 @@ def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
                 producer_dags.setdefault(name, []).append(spec.dag_id)
         for name in spec.assets:
             consumers.setdefault(name, []).append(spec.dag_id)
-    summary = {r[0]: r[1:] for r in sql.tuples(conn, q.ASSET_EVENT_SUMMARY)}
+    summary = {r[0]: r[1:] for r in sql.tuples(conn, dag_reads.ASSET_EVENT_SUMMARY)}
     names = sorted({*producers, *consumers, *summary})
     return [
         AssetRow(
@@ -286,7 +312,7 @@ def latest_events(conn: Connection, names: Iterable[str]) -> dict[str, AssetEven
     names = sorted(set(names))
     if not names:
         return {}
-    found = sql.tuples(conn, q.LATEST_ASSET_EVENTS, {"b_assets": names})
+    found = sql.tuples(conn, dag_reads.LATEST_ASSET_EVENTS, {"b_assets": names})
     return {row[1]: AssetEvent(*row) for row in found}
 
 
@@ -317,7 +343,7 @@ def awaited(conn: Connection, spec: DagSpec) -> list[Awaited]:
     """The assets ``spec`` is scheduled on, in its order, with what it made of their latest
     events (the same cursor and consumed rows ``look`` and ``consume`` keep)."""
     latest = latest_events(conn, spec.assets)
-    cursor = sql.scalar(conn, q.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    cursor = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
     consumed = {}
     if latest:
         params = {
@@ -325,7 +351,7 @@ def awaited(conn: Connection, spec: DagSpec) -> list[Awaited]:
             "b_assets": sorted(latest),
             "b_keys": sorted({e.partition_key for e in latest.values()}),
         }
-        for asset, key, event_id, at in sql.tuples(conn, q.CONSUMED_OF_KEYS, params):
+        for asset, key, event_id, at in sql.tuples(conn, dag_reads.CONSUMED_OF_KEYS, params):
             if key == latest[asset].partition_key:
                 consumed[asset] = (event_id, at)
     return [

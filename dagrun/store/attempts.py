@@ -7,7 +7,8 @@ completion is a guarded update on owner and fence, so an attempt that lost its l
 changes nothing: its result is kept in the history as stale and discarded. Failures are
 the task's own (counted against ``retries``) or the infrastructure's (an unwritable log, a
 child lost before the attempt started: counted against the infrastructure budget that lost
-leases also use). The statements are in ``statements.py``.
+leases also use). The statements are in ``statements.py``, the reads they decide from in
+``task_reads``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import LeaseLost
 from dagrun.parsing.spec import TaskSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import assets, callbacks, pools, runs, sql
+from dagrun.store import assets, callbacks, pools, runs, sql, task_reads
 from dagrun.store import statements as q
 from dagrun.store.logfiles import LogRange
 from dagrun.store.runs import SpecLookup
@@ -149,7 +150,7 @@ def stopped_by_hand(conn: Connection, leases: Iterable[tuple[int, int]]) -> set[
     if not leases:
         return set()
     ti_ids = sorted({ti_id for ti_id, _ in leases})
-    ended = sql.tuples(conn, q.STOPPED_ATTEMPTS, {"b_ti_ids": ti_ids})
+    ended = sql.tuples(conn, task_reads.STOPPED_ATTEMPTS, {"b_ti_ids": ti_ids})
     return leases & {(ti_id, fence) for ti_id, fence in ended}
 
 
@@ -351,7 +352,7 @@ def _landed(
     None for those whose lease was lost: the rows not in ``state`` under their fence."""
     if done == len(outcomes):
         return dict.fromkeys((o.ti_id for o in outcomes), state)
-    rows = sql.rows(conn, q.HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
+    rows = sql.rows(conn, task_reads.HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
     ours = {(r.id, r.fence_token) for r in rows if r.state == state.value}
     return {o.ti_id: state if (o.ti_id, o.fence_token) in ours else None for o in outcomes}
 
@@ -554,4 +555,4 @@ def record_partition_write(conn: Connection, **values: Any) -> None:
 
 def run_pk_of(conn: Connection, ti_id: int) -> int:
     """The run a task instance belongs to (a partition write records it)."""
-    return sql.scalar(conn, q.RUN_OF_TASK, {"b_ti_id": ti_id})
+    return sql.scalar(conn, task_reads.RUN_OF_TASK, {"b_ti_id": ti_id})

@@ -14,7 +14,7 @@ limit and a margin), run them in a child (``runner.run_callbacks``) and record `
 extended and a row never runs twice: one whose worker was lost is ended ``failed`` by the
 sweep (``end_lost``), as a callback is better missed than sent twice. How a callback ended
 changes no task or run state. Hand changes (``runs mark``, ``runs cancel``) write no events,
-as in Airflow. The statements are in ``statements.py``.
+as in Airflow. The statements are in ``statements.py``, the reads in ``task_reads``.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from sqlalchemy import Connection
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import CallbackEvent, CallbackState, RunState
-from dagrun.store import sql
+from dagrun.store import run_reads, sql, task_reads
 from dagrun.store import statements as q
 from dagrun.store.logfiles import LogRange
 
@@ -200,9 +200,9 @@ def claim(
     if not rows:
         return []
     wanted = sorted({r.run_pk for r in rows})
-    facts = {r.id: r for r in sql.rows(conn, q.CLAIMED_RUNS, {"b_run_pks": wanted})}
+    facts = {r.id: r for r in sql.rows(conn, run_reads.CLAIMED_RUNS, {"b_run_pks": wanted})}
     ti_ids = sorted({r.ti_id for r in rows if r.ti_id is not None})
-    indexes = dict(sql.tuples(conn, q.MAP_INDEXES, {"b_ti_ids": ti_ids})) if ti_ids else {}
+    indexes = dict(sql.tuples(conn, task_reads.MAP_INDEXES, {"b_ti_ids": ti_ids})) if ti_ids else {}
     return [
         _claim_from(r, facts[r.run_pk], indexes.get(r.ti_id, -1))
         for r in sorted(rows, key=lambda r: r.id)
@@ -275,17 +275,17 @@ def end_lost(conn: Connection, now: datetime, gone: Iterable[str] = ()) -> list[
 def outstanding(conn: Connection, run_pks: Iterable[int]) -> bool:
     """Whether a callback of these runs is still pending or running."""
     return any(
-        sql.tuples(conn, q.OUTSTANDING_CALLBACKS, {"b_run_pks": chunk})
+        sql.tuples(conn, task_reads.OUTSTANDING_CALLBACKS, {"b_run_pks": chunk})
         for chunk in sql.chunks(sorted(run_pks))
     )
 
 
 def of_attempt(conn: Connection, ti_id: int, fence_token: int) -> list[Any]:
     """The callbacks an attempt fired, in order: event, state, reason, end and log range."""
-    return sql.rows(conn, q.ATTEMPT_CALLBACKS, {"b_ti_id": ti_id, "b_fence": fence_token})
+    return sql.rows(conn, task_reads.ATTEMPT_CALLBACKS, {"b_ti_id": ti_id, "b_fence": fence_token})
 
 
 def of_run(conn: Connection, run_pk: int) -> list[Any]:
     """A run's callbacks, oldest first: event, task and map index, state, the error the
     event carried and the reason the callback failed, when, and its log range."""
-    return sql.rows(conn, q.RUN_CALLBACKS, {"b_run_pk": run_pk})
+    return sql.rows(conn, task_reads.RUN_CALLBACKS, {"b_run_pk": run_pk})

@@ -459,12 +459,3 @@ _BEGIN_WRITE = sql.Statement(
 )
 _BEGIN_READ = sql.Statement("A reader's transaction.", text("BEGIN"))
 sql.name_all(globals(), prefix="engine.")
-
-
-def dialect_insert(dialect: str, table):
-    """The dialect's INSERT, which knows ``ON CONFLICT`` on both SQLite and PostgreSQL."""
-    if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(table)

@@ -17,7 +17,7 @@ from typing import Any
 from sqlalchemy import Connection, and_, func, select
 
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
-from dagrun.store import reads, runs, sql
+from dagrun.store import dag_reads, runs, sql
 from dagrun.store.schema import (
     callback,
     dag_cap,
@@ -172,7 +172,7 @@ def _blocked_on_past(conn: Connection, now: datetime) -> dict[str, int]:
     admitted because the run before it has not succeeded (admission takes them one at a
     time, so one blocked run holds back all that follow)."""
     found = {}
-    for row in reads.active_dags(conn):
+    for row in dag_reads.active_dags(conn):
         spec = row.spec
         if not any(t.depends_on_past for t in spec.tasks):
             continue

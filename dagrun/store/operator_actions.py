@@ -10,7 +10,8 @@ the attempt reports afterwards is stale, rejected by its fence like any lost lea
 Downstream readiness follows a mark: the tasks downstream of a marked task that were
 ``upstream_failed`` or ``skipped`` are decided again by their trigger rules, so marking a
 failed upstream ``success`` lets its downstream run; a finished run reopens for that (it
-waits for a slot, as a cleared run does). The statements are in ``statements.py``.
+waits for a slot, as a cleared run does). The statements are in ``statements.py``, the
+reads they decide from in ``run_reads``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from sqlalchemy import Connection
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, CallbackEvent, RunState, TaskState
-from dagrun.store import callbacks, sql
+from dagrun.store import callbacks, run_reads, sql
 from dagrun.store import statements as q
 from dagrun.store.attempts import log_params
 from dagrun.store.readiness import run_outcome
@@ -81,7 +82,9 @@ def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
     if spec.dagrun_timeout is None:
         return 0
     before = now - timedelta(seconds=spec.dagrun_timeout)
-    late = sql.scalars(conn, q.RUNS_STARTED_BEFORE, {"b_dag_id": spec.dag_id, "b_before": before})
+    late = sql.scalars(
+        conn, run_reads.RUNS_STARTED_BEFORE, {"b_dag_id": spec.dag_id, "b_before": before}
+    )
     reason = f"dagrun_timeout: the run was unfinished {spec.dagrun_timeout:g} s after it started"
     ended = 0
     for run_pk in late:
@@ -255,7 +258,7 @@ def _settle(
         return decided.run_state or RunState.RUNNING, False
     if before.value not in _FINISHED_RUN:
         return before, False
-    rows = sql.tuples(conn, q.RUN_TASK_STATES, {"b_run_pks": [run_pk]})
+    rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": [run_pk]})
     states = [TaskState(state) for _, _, state in rows]
     outcome = run_outcome(states)
     if outcome is None:

@@ -1,5 +1,6 @@
-"""SQL rendered once per installation, not once per process: the catalogue's statements as
-each dialect spells them, and the DDL of a new schema.
+"""SQL rendered once per installation, not once per process: every named statement of the
+store (the catalogue's, the reads', and those other modules keep) as each dialect spells
+them, and the DDL of a new schema.
 
 Rendering is SQLAlchemy's compiler, about a millisecond a statement: a one-task ``dagrun
 run`` rendered some forty statements and the forty tables and indexes of a new SQLite

@@ -11,11 +11,12 @@ key), the last record of a produced partition and what asset scheduling reads (`
 only ever uses the latest event of a key; ``asset_consumed`` keeps its own copy of the
 event id and fingerprint a run consumed).
 
-Deleting finished history claims, leases and moves no state, so these statements live here
-and not in ``statements.py``, the catalogue of the concurrency story. They still keep out of
-its way: runs are found by a read over the (dag_id, logical_date) index, then each batch of
-``BATCH_RUNS`` is checked again and deleted in one short write transaction (on PostgreSQL the
-runs are locked with SKIP LOCKED, so a run someone holds is passed over, never waited for).
+Deleting finished history claims, leases and moves no state, so these statements live here,
+named like the rest, and not in ``statements.py``, the catalogue of the concurrency story.
+They still keep out of its way: runs are found by a read over the (dag_id, logical_date)
+index, then each batch of ``BATCH_RUNS`` is checked again and deleted in one short write
+transaction (on PostgreSQL the runs are locked with SKIP LOCKED, so a run someone holds is
+passed over, never waited for).
 Every statement a batch runs finds its rows through an index, so a batch costs the same on
 years of history as on days. The audit log and asset events are walked by primary key.
 
@@ -51,7 +52,7 @@ from dagrun.store.schema import (
     task_attempt,
     task_instance,
 )
-from dagrun.store.sql import Statement
+from dagrun.store.sql import Statement, name_all
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
 
@@ -139,51 +140,81 @@ _LOCK_OLD_RUNS = Statement(
     .order_by(dag_run.c.id)
     .with_for_update(skip_locked=True),
 )
-
-
-def _logs_of(table) -> Statement:
-    return Statement(
-        f"The log files {table.name} rows of some runs point into, with how many rows each.",
-        select(table.c.log_path, func.count())
-        .where(table.c.run_pk.in_(_many("run_pks")), table.c.log_path.is_not(None))
-        .group_by(table.c.log_path),
-    )
-
-
-def _count_of(table, column) -> Statement:
-    return Statement(
-        f"How many {table.name} rows some runs have.",
-        select(func.count()).select_from(table).where(column.in_(_many("run_pks"))),
-    )
-
-
-def _delete_of(table, column, *guard) -> Statement:
-    return Statement(
-        f"Delete the {table.name} rows of some runs.",
-        delete(table).where(column.in_(_many("run_pks")), *guard),
-    )
-
-
-_ATTEMPT_LOGS, _CALLBACK_LOGS = _logs_of(task_attempt), _logs_of(callback)
+_ATTEMPT_LOGS = Statement(
+    "The log files the attempts of some runs point into, with how many attempts each.",
+    select(task_attempt.c.log_path, func.count())
+    .where(task_attempt.c.run_pk.in_(_many("run_pks")), task_attempt.c.log_path.is_not(None))
+    .group_by(task_attempt.c.log_path),
+)
+_CALLBACK_LOGS = Statement(
+    "The log files the callbacks of some runs point into, with how many callbacks each.",
+    select(callback.c.log_path, func.count())
+    .where(callback.c.run_pk.in_(_many("run_pks")), callback.c.log_path.is_not(None))
+    .group_by(callback.c.log_path),
+)
+_ATTEMPT_LOG_REFS = Statement(
+    "Every log file attempts point into, with how many attempts each.",
+    select(task_attempt.c.log_path, func.count())
+    .where(task_attempt.c.log_path.is_not(None))
+    .group_by(task_attempt.c.log_path),
+)
+_CALLBACK_LOG_REFS = Statement(
+    "Every log file callbacks point into, with how many callbacks each.",
+    select(callback.c.log_path, func.count())
+    .where(callback.c.log_path.is_not(None))
+    .group_by(callback.c.log_path),
+)
+_COUNT_CALLBACKS = Statement(
+    "How many callbacks some runs have.",
+    select(func.count()).select_from(callback).where(callback.c.run_pk.in_(_many("run_pks"))),
+)
+_DELETE_CALLBACKS = Statement(
+    "Delete the callbacks of some runs.",
+    delete(callback).where(callback.c.run_pk.in_(_many("run_pks"))),
+)
+_COUNT_PARTITION_WRITES = Statement(
+    "How many partition-write records some runs have.",
+    select(func.count())
+    .select_from(partition_write)
+    .where(partition_write.c.run_pk.in_(_many("run_pks"))),
+)
+_DELETE_PARTITION_WRITES = Statement(
+    "Delete the partition-write records of some runs.",
+    delete(partition_write).where(partition_write.c.run_pk.in_(_many("run_pks"))),
+)
+_COUNT_ATTEMPTS = Statement(
+    "How many attempts some runs have.",
+    select(func.count())
+    .select_from(task_attempt)
+    .where(task_attempt.c.run_pk.in_(_many("run_pks"))),
+)
+_DELETE_ATTEMPTS = Statement(
+    "Delete the attempts of some runs.",
+    delete(task_attempt).where(task_attempt.c.run_pk.in_(_many("run_pks"))),
+)
+_COUNT_TASK_INSTANCES = Statement(
+    "How many task instances some runs have.",
+    select(func.count()).select_from(ti).where(ti.c.run_pk.in_(_many("run_pks"))),
+)
+_DELETE_TASK_INSTANCES = Statement(
+    "Delete the task instances of some runs.",
+    delete(ti).where(ti.c.run_pk.in_(_many("run_pks"))),
+)
+_COUNT_RUNS = Statement(
+    "How many of some runs there are.",
+    select(func.count()).select_from(dag_run).where(dag_run.c.id.in_(_many("run_pks"))),
+)
+_DELETE_RUNS = Statement(
+    "Delete some runs that are still finished.",
+    delete(dag_run).where(dag_run.c.id.in_(_many("run_pks")), _FINISHED),
+)
 #: (tally field, count, delete): children first, so no row is left pointing at a deleted one.
 _RUN_TABLES = [
-    (name, _count_of(table, column), _delete_of(table, column, *guard))
-    for name, table, column, guard in [
-        ("callbacks", callback, callback.c.run_pk, ()),
-        ("partition_writes", partition_write, partition_write.c.run_pk, ()),
-        ("attempts", task_attempt, task_attempt.c.run_pk, ()),
-        ("task_instances", ti, ti.c.run_pk, ()),
-        ("runs", dag_run, dag_run.c.id, (_FINISHED,)),
-    ]
-]
-_REFERENCED = [
-    Statement(
-        f"Every log file {table.name} rows point into, with how many rows each.",
-        select(table.c.log_path, func.count())
-        .where(table.c.log_path.is_not(None))
-        .group_by(table.c.log_path),
-    )
-    for table in (task_attempt, callback)
+    ("callbacks", _COUNT_CALLBACKS, _DELETE_CALLBACKS),
+    ("partition_writes", _COUNT_PARTITION_WRITES, _DELETE_PARTITION_WRITES),
+    ("attempts", _COUNT_ATTEMPTS, _DELETE_ATTEMPTS),
+    ("task_instances", _COUNT_TASK_INSTANCES, _DELETE_TASK_INSTANCES),
+    ("runs", _COUNT_RUNS, _DELETE_RUNS),
 ]
 
 _newer = asset_event.alias("newer")
@@ -195,31 +226,44 @@ _SUPERSEDED = and_(
         _newer.c.id > asset_event.c.id,
     ),
 )
+_OLD_AUDIT = audit_log.c.at < _b("before")
+_NEXT_ASSET_EVENTS = Statement(
+    "The next superseded asset events to delete, by id after ``b_after``.",
+    select(asset_event.c.id)
+    .where(asset_event.c.id > _b("after"), _SUPERSEDED)
+    .order_by(asset_event.c.id)
+    .limit(_b("limit")),
+)
+_COUNT_ASSET_EVENTS = Statement(
+    "How many superseded asset events are to go.",
+    select(func.count()).select_from(asset_event).where(_SUPERSEDED),
+)
+_DELETE_ASSET_EVENTS = Statement(
+    "Delete asset events by id (still superseded).",
+    delete(asset_event).where(asset_event.c.id.in_(_many("ids")), _SUPERSEDED),
+)
+_NEXT_AUDIT_ROWS = Statement(
+    "The next old audit rows to delete, by id after ``b_after``.",
+    select(audit_log.c.id)
+    .where(audit_log.c.id > _b("after"), _OLD_AUDIT)
+    .order_by(audit_log.c.id)
+    .limit(_b("limit")),
+)
+_COUNT_AUDIT_ROWS = Statement(
+    "How many old audit rows are to go.",
+    select(func.count()).select_from(audit_log).where(_OLD_AUDIT),
+)
+_DELETE_AUDIT_ROWS = Statement(
+    "Delete audit rows by id (still old).",
+    delete(audit_log).where(audit_log.c.id.in_(_many("ids")), _OLD_AUDIT),
+)
 #: (tally field, the next ids to delete after ``b_after``, their count, delete by id).
 _WALKS = [
-    (
-        name,
-        Statement(
-            f"The next {table.name} rows to delete, by id after ``b_after``.",
-            select(table.c.id)
-            .where(table.c.id > _b("after"), old)
-            .order_by(table.c.id)
-            .limit(_b("limit")),
-        ),
-        Statement(
-            f"How many {table.name} rows are to go.",
-            select(func.count()).select_from(table).where(old),
-        ),
-        Statement(
-            f"Delete {table.name} rows by id (still old).",
-            delete(table).where(table.c.id.in_(_many("ids")), old),
-        ),
-    )
-    for name, table, old in [
-        ("asset_events", asset_event, _SUPERSEDED),
-        ("audit_rows", audit_log, audit_log.c.at < _b("before")),
-    ]
+    ("asset_events", _NEXT_ASSET_EVENTS, _COUNT_ASSET_EVENTS, _DELETE_ASSET_EVENTS),
+    ("audit_rows", _NEXT_AUDIT_ROWS, _COUNT_AUDIT_ROWS, _DELETE_AUDIT_ROWS),
 ]
+
+name_all(globals(), prefix="retention.")
 
 
 # ---------------------------------------------------------------- plan and clean
@@ -358,7 +402,7 @@ def _log_refs(conn: Connection, pks: list[int]) -> Counter[str]:
 def _referenced(conn: Connection) -> Counter[str]:
     """How many rows point into each log file (one pass over attempts and callbacks)."""
     refs: Counter[str] = Counter()
-    for statement in _REFERENCED:
+    for statement in (_ATTEMPT_LOG_REFS, _CALLBACK_LOG_REFS):
         refs.update(dict(sql.tuples(conn, statement)))
     return refs
 

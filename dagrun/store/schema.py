@@ -2,8 +2,9 @@
 
 Instants are stored in UTC. The unique keys are the system's last line of defence: one run
 per (dag_id, logical_date), one task instance per (run, task, map index), one attempt per
-(task instance, fence token). The indexes serve the hot statements in ``transitions.py``: claiming
-queued work, reaping expired leases, and waking retries whose time has come.
+(task instance, fence token). The indexes serve the hot statements of the catalogue
+(``statements.py``): claiming queued work, reaping expired leases, and waking retries whose
+time has come.
 """
 
 from __future__ import annotations

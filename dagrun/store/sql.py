@@ -3,13 +3,15 @@
 A worker's group commit sends a few statements for every task it records and claims. For
 such small statements SQLAlchemy's execution path (execution context, per-row parameter
 processing, ``Row`` objects) costs about three times the driver's own work, and it is paid
-for every task. So every statement, the catalogue's (``statements.py``) and the reads
-(``reads.py``) alike, is a SQLAlchemy Core expression written once for both databases,
-rendered to SQL text for the connection's dialect with SQLAlchemy's own bind and result
-processors (instants are stored exactly as SQLAlchemy stores them), and run with one
-``execute``/``executemany`` on the DBAPI cursor inside the caller's transaction. A
-catalogue ``Statement`` is rendered once per process; a read built per call is rendered per
-call. Driver errors become SQLAlchemy's, which ``Store`` turns into ``StoreError``.
+for every task. So every statement, the catalogue's (``statements.py``), the reads'
+(``run_reads``, ``task_reads``, ``dag_reads``) and those other modules keep beside them
+alike, is a SQLAlchemy Core expression written once for both databases, rendered to SQL
+text for the connection's dialect with SQLAlchemy's own bind and result processors
+(instants are stored exactly as SQLAlchemy stores them), and run with one
+``execute``/``executemany`` on the DBAPI cursor inside the caller's transaction. A named
+``Statement`` (``name_all``) is rendered once per installation (``rendered``); an expression
+built per call is rendered per call. Driver errors become SQLAlchemy's, which ``Store``
+turns into ``StoreError``.
 
 Rendering reads three private details of SQLAlchemy's compiler (``bind_names``,
 ``positiontup`` and the ``__[POSTCOMPILE_name]`` marker of an ``IN`` list); the version range
@@ -74,6 +76,52 @@ def bind(name: str, **kwargs) -> sqlalchemy.BindParameter:
 def bind_list(name: str) -> sqlalchemy.BindParameter:
     """An ``IN`` list bound at execution (``b_<name>``, a list)."""
     return sqlalchemy.bindparam(f"b_{name}", expanding=True)
+
+
+def binds(columns: str) -> dict:
+    """``column: b_<column>`` for each of the space-separated ``columns`` (an INSERT's values)."""
+    return {c: bind(c) for c in columns.split()}
+
+
+def dialect_insert(dialect: str, table):
+    """The dialect's INSERT, which knows ``ON CONFLICT`` on both SQLite and PostgreSQL."""
+    if dialect == "postgresql":
+        from sqlalchemy.dialects.postgresql import insert
+    else:
+        from sqlalchemy.dialects.sqlite import insert
+    return insert(table)
+
+
+def upsert(
+    table,
+    key: str | tuple[str, ...],
+    changed: tuple[str, ...],
+    kept_if_null: tuple[str, ...] = (),
+) -> Callable[[str], ClauseElement]:
+    """INSERT of every column from ``b_<column>``; an existing ``key`` (a column or the
+    columns of the primary key) gets ``changed`` updated, and ``kept_if_null`` too unless
+    the new value is null (``ON CONFLICT``, spelled by each dialect's own insert)."""
+    keys = [key] if isinstance(key, str) else list(key)
+
+    def build(dialect: str):
+        stmt = dialect_insert(dialect, table).values({c.name: bind(c.name) for c in table.columns})
+        updates = {c: stmt.excluded[c] for c in changed}
+        updates.update(
+            {c: sqlalchemy.func.coalesce(stmt.excluded[c], table.c[c]) for c in kept_if_null}
+        )
+        return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
+
+    return build
+
+
+def insert_new(table, columns: tuple[str, ...], **constants) -> Callable[[str], ClauseElement]:
+    """INSERT of ``columns`` from ``b_<column>`` that leaves an existing row alone."""
+
+    def build(dialect: str):
+        values = {**{c: bind(c) for c in columns}, **constants}
+        return dialect_insert(dialect, table).values(values).on_conflict_do_nothing()
+
+    return build
 
 
 class Statement:

@@ -1,7 +1,13 @@
-"""The catalogue: every statement that records, creates, admits, claims, leases, completes,
-reaps or clears, each named with one line on what it does.
+"""The catalogue: every statement that creates, admits, starts, claims, leases, completes,
+reaps or clears work, and the locks they take, each named with one line on what it does.
 
-This module is the concurrency story of dagrun, read top to bottom. Its rules:
+This module is the concurrency story of dagrun, read top to bottom. A DAG's runs are
+created and admitted under its row lock, and started; a run's tasks are queued (or given up
+on) under the run locks, and the run ends when they have; workers claim queued tasks, within
+the pools' and DAGs' limits counted under those rows' locks, hold them by lease and end each
+attempt with one fenced outcome; a sensor gives its lease back between pokes; callbacks are
+claimed from an outbox and ended the same way; upkeep requeues what is due and reaps what
+lost its worker; operators clear, mark and cancel. Its rules:
 
 * A transition is a guarded UPDATE that names the state it expects and, for work a worker
   holds, the lease owner and fence token (``HELD``); the caller checks the rows changed.
@@ -18,139 +24,40 @@ This module is the concurrency story of dagrun, read top to bottom. Its rules:
   LIMIT n)`` subquery and claim more than n rows).
 * Bind parameters are named ``b_*``: SQLAlchemy reserves a column's own name in a SET clause.
 
-The functions that combine these statements live beside this module: ``runs`` (create,
-admit, start, advance, clear), ``attempts`` (claim, extend, complete, release), ``upkeep``
-(wake retries, reap expired leases), ``pools`` and ``registry``. Reads for people (the CLI
-and the web page) are in ``reads``. All of them run through ``sql``.
+Nothing else is here. A decision locks first, then reads what it decides from with plain
+reads, which lock nothing and live with the other reads: ``run_reads`` (runs and their task
+states), ``task_reads`` (task instances, attempts, callbacks) and ``dag_reads`` (DAGs,
+pools and caps, asset events). Configuration rows keep their statements beside their own
+modules (``registry``, ``pools``, ``variables``, ``connections``, ``audit``), as do the
+asset records (``assets``) and retention's deletes (``retention``). The functions that
+combine this module's statements live beside it: ``runs`` (create, admit, start, advance),
+``attempts`` (claim, extend, complete, release), ``pools`` (claims within the limits),
+``callbacks`` (the outbox), ``upkeep`` (requeue, reap) and ``operator_actions`` (clear,
+mark, cancel). All of them run through ``sql``.
 """
 
 from __future__ import annotations
 
-from sqlalchemy import (
-    and_,
-    bindparam,
-    delete,
-    func,
-    insert,
-    literal,
-    or_,
-    select,
-    text,
-    union_all,
-    update,
-)
+from sqlalchemy import and_, bindparam, func, insert, literal, select, text, update
 
-from dagrun.states import (
-    ACTIVE_RUN_STATES,
-    FINISHED_TASK_STATES,
-    AttemptOutcome,
-    CallbackState,
-    RunState,
-    RunType,
-    TaskState,
-)
-from dagrun.store.engine import WORK_CHANNEL, dialect_insert
+from dagrun.states import CallbackState, RunState, TaskState
+from dagrun.store.engine import WORK_CHANNEL
 from dagrun.store.schema import (
-    asset_consumed,
-    asset_cursor,
-    asset_event,
-    audit_log,
     callback,
-    connection,
     dag,
     dag_cap,
-    dag_file,
     dag_run,
     in_state,
     partition_write,
     pool,
     task_attempt,
     task_instance,
-    variable,
 )
-from dagrun.store.sensitive import SENSITIVE_WORDS
-from dagrun.store.sql import Statement, name_all
+from dagrun.store.sql import Statement, binds, dialect_insert, insert_new, name_all
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
 
 ti = task_instance
-
-
-def _binds(columns: str) -> dict:
-    """``column: b_<column>`` for each of the space-separated ``columns`` (an INSERT's values)."""
-    return {c: _b(c) for c in columns.split()}
-
-
-def _upsert(
-    table,
-    key: str | tuple[str, ...],
-    changed: tuple[str, ...],
-    kept_if_null: tuple[str, ...] = (),
-):
-    """INSERT of every column from ``b_<column>``; an existing ``key`` (a column or the
-    columns of the primary key) gets ``changed`` updated, and ``kept_if_null`` too unless
-    the new value is null (``ON CONFLICT``, spelled by each dialect's own insert)."""
-    keys = [key] if isinstance(key, str) else list(key)
-
-    def build(dialect: str):
-        stmt = dialect_insert(dialect, table).values({c.name: _b(c.name) for c in table.columns})
-        updates = {c: stmt.excluded[c] for c in changed}
-        updates.update({c: func.coalesce(stmt.excluded[c], table.c[c]) for c in kept_if_null})
-        return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
-
-    return build
-
-
-def _insert_new(table, columns: tuple[str, ...], **constants):
-    """INSERT of ``columns`` from ``b_<column>`` that leaves an existing row alone."""
-
-    def build(dialect: str):
-        values = {**{c: _b(c) for c in columns}, **constants}
-        return dialect_insert(dialect, table).values(values).on_conflict_do_nothing()
-
-    return build
-
-
-# ---------------------------------------------------------------- DAG registry
-
-UPSERT_DAG_FILES = Statement(
-    "Record parsed files: content hash, DAG ids, import error, helper files, and the source "
-    "of a parse that succeeded (a failed parse keeps the last good one).",
-    _upsert(
-        dag_file,
-        "path",
-        ("content_hash", "parsed_at", "dag_ids", "error", "error_line", "depends_on"),
-        kept_if_null=("good_source",),
-    ),
-)
-DELETE_DAG_FILES = Statement(
-    "Forget files removed from the dags folder.",
-    delete(dag_file).where(dag_file.c.path.in_(_many("paths"))),
-)
-UPSERT_DAGS = Statement(
-    "Record DAG specs; a DAG seen before keeps its pause flag and the scheduler's cursor.",
-    _upsert(
-        dag,
-        "dag_id",
-        ("fileloc", "schedule", "timezone", "is_active", "spec", "spec_hash", "updated_at"),
-    ),
-)
-DEACTIVATE_DAGS = Statement(
-    "DAGs no file defines any more stop being scheduled; their runs stay in history.",
-    update(dag)
-    .where(dag.c.dag_id.in_(_many("dag_ids")), dag.c.is_active.is_(True))
-    .values(is_active=False),
-)
-SET_PAUSED = Statement(
-    "Pause or unpause an active DAG.",
-    update(dag)
-    .where(dag.c.dag_id == _b("dag_id"), dag.c.is_active.is_(True))
-    .values(is_paused=_b("paused")),
-)
-SET_CURSOR = Statement(
-    "Move the scheduler's per-DAG cursor: the next logical date it will consider.",
-    update(dag).where(dag.c.dag_id == _b("dag_id")).values(next_logical_date=_b("cursor")),
-)
 
 # ---------------------------------------------------------------- runs: create, admit, start
 
@@ -169,39 +76,15 @@ _RUN_COLUMNS = (
 )
 INSERT_RUNS = Statement(
     "Create runs in state waiting; a date that has a run keeps it (one run per date).",
-    _insert_new(dag_run, tuple(_RUN_COLUMNS.split())),
+    insert_new(dag_run, tuple(_RUN_COLUMNS.split())),
 )
 INSERT_MANUAL_RUN = Statement(
     "Create one manual run in state waiting; returns its id.",
-    insert(dag_run).values(_binds(_RUN_COLUMNS)).returning(dag_run.c.id),
+    insert(dag_run).values(binds(_RUN_COLUMNS)).returning(dag_run.c.id),
 )
-RUN_BY_KEY = Statement(
-    "The run of a DAG with this run id (manual runs are unique by it).",
-    select(dag_run.c.id).where(dag_run.c.dag_id == _b("dag_id"), dag_run.c.run_id == _b("run_id")),
-)
-COUNT_ACTIVE_RUNS = Statement(
-    "How many of a DAG's runs are queued or running (max_active_runs counts these).",
-    select(func.count())
-    .select_from(dag_run)
-    .where(
-        dag_run.c.dag_id == _b("dag_id"),
-        dag_run.c.state.in_([s.value for s in ACTIVE_RUN_STATES]),
-    ),
-)
-_WAITING = select(dag_run.c.id).where(
-    dag_run.c.dag_id == _b("dag_id"),
-    dag_run.c.state == RunState.WAITING.value,
-    dag_run.c.not_before.is_(None) | (dag_run.c.not_before <= _b("now")),
-)
-WAITING_RUNS = Statement(
-    "A DAG's waiting runs whose start time (spread, trigger --at) has come, oldest logical "
-    "date first (the order of admission): a run delayed to later takes no slot meanwhile.",
-    _WAITING.order_by(dag_run.c.logical_date),
-)
-WAITING_RUNS_NEWEST = Statement(
-    "A DAG's waiting runs whose start time has come, newest logical date first (backfill "
-    "--reverse).",
-    _WAITING.order_by(dag_run.c.logical_date.desc()),
+SET_CURSOR = Statement(
+    "Move the scheduler's per-DAG cursor: the next logical date it will consider.",
+    update(dag).where(dag.c.dag_id == _b("dag_id")).values(next_logical_date=_b("cursor")),
 )
 ADMIT_RUN = Statement(
     "waiting -> queued: the run takes a max_active_runs slot.",
@@ -209,22 +92,13 @@ ADMIT_RUN = Statement(
     .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == RunState.WAITING.value)
     .values(state=RunState.QUEUED.value),
 )
-_TASK_INSTANCE_COLUMNS = (
-    "run_pk",
-    "dag_id",
-    "task_id",
-    "state",
-    "max_tries",
-    "priority_weight",
-    "pool",
-    "capped",
+_TASK_INSTANCE_COLUMNS = tuple(
+    ["run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool", "capped"]
 )
-
-
 INSERT_TASK_INSTANCES = Statement(
     "Create a run's missing task instances, or a mapped task's indexes, in state none "
     "(existing ones are left alone).",
-    _insert_new(
+    insert_new(
         ti,
         (*_TASK_INSTANCE_COLUMNS, "map_index"),
         try_number=0,
@@ -254,16 +128,6 @@ INSERT_MAPPED_TASK_INSTANCES = Statement(
     "INSERT_TASK_INSTANCES for mapped tasks: none while the task has instances of any index.",
     _insert_missing_tasks,
 )
-DUE_RUNS = Statement(
-    "A DAG's queued runs whose start time (spread) has come, in id order.",
-    select(dag_run.c.id)
-    .where(
-        dag_run.c.dag_id == _b("dag_id"),
-        dag_run.c.state == RunState.QUEUED.value,
-        dag_run.c.not_before.is_(None) | (dag_run.c.not_before <= _b("now")),
-    )
-    .order_by(dag_run.c.id),
-)
 START_RUN = Statement(
     "queued -> running, stamped with its start.",
     update(dag_run)
@@ -279,30 +143,6 @@ LOCK_RUNS = Statement(
     .where(dag_run.c.id.in_(_many("run_pks")))
     .order_by(dag_run.c.id)
     .with_for_update(),
-)
-RUN_TASK_STATES = Statement(
-    "Every task instance state of these runs (what readiness decides from; a mapped task "
-    "has a row per index).",
-    select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(ti.c.run_pk.in_(_many("run_pks"))),
-)
-SOME_TASK_STATES = Statement(
-    "The states of some tasks of these runs: what readiness decides from after a commit "
-    "(the tasks that ended, their downstream and those tasks' upstream).",
-    select(ti.c.run_pk, ti.c.task_id, ti.c.state).where(
-        ti.c.run_pk.in_(_many("run_pks")), ti.c.task_id.in_(_many("task_ids"))
-    ),
-)
-RUNS_WITH_WORK_LEFT = Statement(
-    "Which of these runs have a task instance not finished yet (read as far as the first).",
-    select(dag_run.c.id).where(
-        dag_run.c.id.in_(_many("run_pks")),
-        select(ti.c.id)
-        .where(
-            ti.c.run_pk == dag_run.c.id,
-            ti.c.state.not_in(sorted(s.value for s in FINISHED_TASK_STATES)),
-        )
-        .exists(),
-    ),
 )
 _WAITING_TASK = and_(
     ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"), ti.c.state == TaskState.NONE.value
@@ -349,31 +189,385 @@ END_RUN = Statement(
     .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == RunState.RUNNING.value)
     .values(state=_b("state"), end_date=_b("now")),
 )
-_LOGICAL_DATE = select(dag_run.c.logical_date).where(dag_run.c.id == _b("run_pk"))
-PREVIOUS_RUN = Statement(
-    "The DAG's run just before this one by logical date (what depends_on_past looks at).",
-    select(dag_run.c.id)
-    .where(
-        dag_run.c.dag_id == _b("dag_id"), dag_run.c.logical_date < _LOGICAL_DATE.scalar_subquery()
-    )
-    .order_by(dag_run.c.logical_date.desc())
-    .limit(1),
-)
-NEXT_RUN = Statement(
-    "The DAG's run just after this one by logical date (it may wait on this one's past).",
-    select(dag_run.c.id)
-    .where(
-        dag_run.c.dag_id == _b("dag_id"), dag_run.c.logical_date > _LOGICAL_DATE.scalar_subquery()
-    )
-    .order_by(dag_run.c.logical_date)
-    .limit(1),
-)
 ANNOUNCE_WORK = Statement(
     "Tell listening workers, when this transaction commits, that tasks were queued.",
     text(f"NOTIFY {WORK_CHANNEL}"),
 )
 
-# ---------------------------------------------------------------- operators: clear
+# ---------------------------------------------------------------- attempts: claim
+
+LOCK_POOL = Statement(
+    "Lock a pool row and read its slots: a pool's free slots are counted under it.",
+    select(pool.c.slots).where(pool.c.name == _b("pool")).with_for_update(),
+)
+LOCK_DAG_CAP = Statement(
+    "Lock a DAG's cap row and read its max_active_tasks: its running tasks are counted under "
+    "it (a row only claims lock, so claiming never waits on the scheduler's DAG lock).",
+    select(dag_cap.c.max_active_tasks).where(dag_cap.c.dag_id == _b("dag_id")).with_for_update(),
+)
+
+
+def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
+    """queued -> running for up to ``b_limit`` rows, highest priority first: leased to
+    ``b_owner`` until ``b_until``, try + 1, fence + 1; ``scoped``: of the runs ``b_run_pks``
+    only; ``capped``: of the DAG ``b_dag_id``'s capped task instances (else uncapped ones).
+    Built when first rendered (``lambda _: _claim(...)``): building one costs about a
+    millisecond, and a process uses few of the eight."""
+    in_pool = ti.c.pool == _b("pool") if pooled else ti.c.pool.is_(None)
+    in_cap = (
+        and_(ti.c.capped.is_(True), ti.c.dag_id == _b("dag_id"))
+        if capped
+        else ti.c.capped.is_(False)
+    )
+    chosen = [in_state(TaskState.QUEUED), in_pool, in_cap]
+    if scoped:
+        chosen.append(ti.c.run_pk.in_(_many("run_pks")))
+    picked = (
+        select(ti.c.id)
+        .where(*chosen)
+        .order_by(ti.c.priority_weight.desc(), ti.c.id)
+        .limit(_b("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+    )
+    return (
+        update(ti)
+        .where(ti.c.id == picked.c.id, ti.c.state == TaskState.QUEUED.value)
+        .values(
+            state=TaskState.RUNNING.value,
+            try_number=ti.c.try_number + 1,
+            fence_token=ti.c.fence_token + 1,
+            lease_owner=_b("owner"),
+            lease_until=_b("until"),
+            start_date=_b("now"),
+            end_date=None,
+            duration=None,
+        )
+        .returning(
+            *ti.c["id", "run_pk", "dag_id", "task_id", "try_number", "fence_token", "failures"],
+            ti.c.infra_failures,
+            ti.c.map_index,
+            ti.c.first_poke_at,
+        )
+    )
+
+
+CLAIM = Statement(
+    "queued -> running for tasks outside pools: leased, try + 1, fence + 1, priority first.",
+    lambda _: _claim(pooled=False),
+)
+CLAIM_IN_POOL = Statement(
+    "queued -> running for one pool's tasks, as many as its free slots (see pools.py).",
+    lambda _: _claim(pooled=True),
+)
+CLAIM_IN_RUNS = Statement(
+    "CLAIM for the tasks of some runs only (`dagrun run` and backfill run their own runs).",
+    lambda _: _claim(pooled=False, scoped=True),
+)
+CLAIM_IN_POOL_IN_RUNS = Statement(
+    "CLAIM_IN_POOL for the tasks of some runs only.",
+    lambda _: _claim(pooled=True, scoped=True),
+)
+CLAIM_CAPPED = Statement(
+    "CLAIM for one DAG's capped tasks outside pools, within its max_active_tasks.",
+    lambda _: _claim(pooled=False, capped=True),
+)
+CLAIM_CAPPED_IN_POOL = Statement(
+    "CLAIM for one DAG's capped tasks of one pool, within both limits.",
+    lambda _: _claim(pooled=True, capped=True),
+)
+CLAIM_CAPPED_IN_RUNS = Statement(
+    "CLAIM_CAPPED for the tasks of some runs only.",
+    lambda _: _claim(pooled=False, scoped=True, capped=True),
+)
+CLAIM_CAPPED_IN_POOL_IN_RUNS = Statement(
+    "CLAIM_CAPPED_IN_POOL for the tasks of some runs only.",
+    lambda _: _claim(pooled=True, scoped=True, capped=True),
+)
+INSERT_ATTEMPT = Statement(
+    "Open an attempt in the history: who runs which try under which fence, since when.",
+    insert(task_attempt).values(
+        binds("ti_id run_pk dag_id task_id try_number fence_token worker started_at")
+    ),
+)
+
+# ---------------------------------------------------------------- attempts: lease and end
+
+#: The row is still this attempt's: same fence, same owner, still running.
+HELD = and_(
+    ti.c.id == _b("ti_id"),
+    ti.c.fence_token == _b("fence"),
+    ti.c.lease_owner == _b("owner"),
+    ti.c.state == TaskState.RUNNING.value,
+)
+_RELEASED = {"lease_owner": None, "lease_until": None, "end_date": _b("now")}
+EXTEND_LEASES = Statement(
+    "Heartbeat: push out the leases this owner still holds; returns the rows kept.",
+    update(ti)
+    .where(
+        ti.c.id.in_(_many("ti_ids")),
+        ti.c.lease_owner == _b("owner"),
+        ti.c.state == TaskState.RUNNING.value,
+    )
+    .values(lease_until=_b("until"))
+    .returning(ti.c.id, ti.c.fence_token),
+)
+COMPLETE_SUCCESS = Statement(
+    "running -> success for an attempt that still holds its lease, with its return value.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=TaskState.SUCCESS.value,
+        duration=_b("duration"),
+        return_value=_b("value"),
+        last_error=None,
+        **_RELEASED,
+    ),
+)
+COMPLETE_FAILURE = Statement(
+    "running -> up_for_retry or failed for an attempt that still holds its lease, with the "
+    "counts of its failures and infrastructure failures and when to try again.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=_b("state"),
+        failures=_b("failures"),
+        infra_failures=_b("infra_failures"),
+        next_try_at=_b("retry_at"),
+        duration=_b("duration"),
+        last_error=_b("error"),
+        **_RELEASED,
+    )
+    .returning(ti.c.id),
+)
+_ATTEMPT = and_(task_attempt.c.ti_id == _b("ti_id"), task_attempt.c.fence_token == _b("fence"))
+END_ATTEMPT = Statement(
+    "Give an attempt its one outcome, error, end and log range; an ended attempt keeps its own.",
+    update(task_attempt)
+    .where(_ATTEMPT, task_attempt.c.outcome.is_(None))
+    .values(
+        outcome=_b("outcome"),
+        error=_b("error"),
+        ended_at=_b("now"),
+        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
+        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
+        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
+    ),
+)
+NOTE_LATE_RESULT = Statement(
+    "Keep what an attempt reported after it was ended for it (a reaped lease), beside its "
+    "outcome; and its log range, which only the attempt knows.",
+    update(task_attempt)
+    .where(_ATTEMPT, task_attempt.c.outcome.is_not(None), task_attempt.c.late_result.is_(None))
+    .values(
+        late_result=_b("late"),
+        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
+        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
+        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
+    ),
+)
+RELEASE = Statement(
+    "running -> queued for an attempt given back unstarted or stopped (worker shutdown).",
+    update(ti)
+    .where(HELD)
+    .values(state=TaskState.QUEUED.value, lease_owner=None, lease_until=None, queued_at=_b("now")),
+)
+CHECK_LEASE = Statement(
+    "Lock a task instance if this attempt still holds it and its lease has not run out.",
+    select(ti.c.id)
+    .where(
+        ti.c.id == _b("ti_id"),
+        ti.c.fence_token == _b("fence"),
+        ti.c.state == TaskState.RUNNING.value,
+        ti.c.lease_until > _b("now"),
+    )
+    .with_for_update(),
+)
+INSERT_PARTITION_WRITE = Statement(
+    "Record a fenced partition write: file, rows, fingerprint, and the attempt that made it.",
+    insert(partition_write).values(
+        binds(
+            "dataset partition_key path rows sha256 unchanged ti_id dag_id task_id run_pk "
+            "try_number fence_token written_at"
+        )
+    ),
+)
+
+# ---------------------------------------------------------------- sensors: pokes
+
+#: What a poke that ends its attempt records: one more poke, the first poke's start kept
+#: (this poke's start, ``b_first_poke``, for the first), its duration; the lease let go.
+_POKED = {
+    "pokes": ti.c.pokes + 1,
+    "first_poke_at": func.coalesce(ti.c.first_poke_at, _b("first_poke")),
+    "duration": _b("duration"),
+    **_RELEASED,
+}
+RESCHEDULE_POKE = Statement(
+    "running -> up_for_reschedule for a sensor whose poke found its condition unmet and that "
+    "still holds its lease: due again at ``b_poke_at``, holding no lease, its try given back "
+    "(try_number - 1) so pokes never use up retries.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=TaskState.UP_FOR_RESCHEDULE.value,
+        next_try_at=_b("poke_at"),
+        try_number=ti.c.try_number - 1,
+        **_POKED,
+    ),
+)
+END_SENSOR = Statement(
+    "running -> failed or skipped (soft_fail) for a sensor still holding its lease whose "
+    "timeout has passed since its first poke, with the reason; never retried.",
+    update(ti)
+    .where(HELD)
+    .values(state=_b("state"), next_try_at=None, last_error=_b("error"), **_POKED)
+    .returning(ti.c.id),
+)
+
+# ---------------------------------------------------------------- callbacks: the outbox
+
+_PENDING = CallbackState.PENDING.value
+_CALLING = CallbackState.RUNNING.value
+INSERT_CALLBACK = Statement(
+    "Write an event to the callback outbox (pending), in the transaction that decided it.",
+    insert(callback).values(
+        **binds("event dag_id run_pk ti_id task_id try_number fence_token error created_at"),
+        state=_PENDING,
+    ),
+)
+
+
+def _claim_callbacks(scoped: bool):
+    """pending -> running for up to ``b_limit`` outbox rows, oldest first, leased to
+    ``b_owner`` until ``b_until``; ``scoped``: of the runs ``b_run_pks`` only. Rows are
+    picked in the CTE with SKIP LOCKED, as ``_claim`` does, so the LIMIT holds."""
+    chosen = [callback.c.state == _PENDING]
+    if scoped:
+        chosen.append(callback.c.run_pk.in_(_many("run_pks")))
+    picked = (
+        select(callback.c.id)
+        .where(*chosen)
+        .order_by(callback.c.id)
+        .limit(_b("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+    )
+    return (
+        update(callback)
+        .where(callback.c.id == picked.c.id, callback.c.state == _PENDING)
+        .values(state=_CALLING, lease_owner=_b("owner"), lease_until=_b("until"))
+        .returning(
+            *callback.c["id", "event", "dag_id", "run_pk", "ti_id", "task_id", "try_number"],
+            *callback.c["fence_token", "error"],
+        )
+    )
+
+
+CLAIM_CALLBACKS = Statement(
+    "pending -> running for outbox rows: leased for their time limit and a margin, never "
+    "extended (a callback whose worker is lost is ended, not run again).",
+    lambda _: _claim_callbacks(scoped=False),
+)
+CLAIM_CALLBACKS_IN_RUNS = Statement(
+    "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
+    lambda _: _claim_callbacks(scoped=True),
+)
+_HELD_CALLBACK = and_(
+    callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
+)
+FINISH_CALLBACK = Statement(
+    "running -> sent or failed for a callback this worker holds, with the reason and its log "
+    "range; one that the sweep ended meanwhile (worker lost) keeps that end.",
+    update(callback)
+    .where(_HELD_CALLBACK)
+    .values(
+        state=_b("state"),
+        lease_until=None,
+        ended_at=_b("now"),
+        outcome_error=_b("error"),
+        log_path=_b("log"),
+        log_offset=_b("log_offset"),
+        log_length=_b("log_length"),
+    ),
+)
+RELEASE_CALLBACK = Statement(
+    "running -> pending for a callback given back before any child started it (shutdown).",
+    update(callback)
+    .where(_HELD_CALLBACK)
+    .values(state=_PENDING, lease_owner=None, lease_until=None),
+)
+
+# ---------------------------------------------------------------- upkeep: requeue, reap
+
+REQUEUE_DUE_RETRIES = Statement(
+    "up_for_retry -> queued for task instances whose retry time has come.",
+    update(ti)
+    .where(in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= _b("now"))
+    .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
+)
+REQUEUE_DUE_POKES = Statement(
+    "up_for_reschedule -> queued for sensors whose next poke is due.",
+    update(ti)
+    .where(in_state(TaskState.UP_FOR_RESCHEDULE), ti.c.next_try_at <= _b("now"))
+    .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
+)
+LEASE_OWNERS = Statement(
+    "The workers holding leases now: on running task instances or running callbacks.",
+    select(ti.c.lease_owner)
+    .where(in_state(TaskState.RUNNING))
+    .union(select(callback.c.lease_owner).where(callback.c.state == CallbackState.RUNNING.value)),
+)
+EXPIRED_LEASES = Statement(
+    "Running task instances whose lease ran out or whose owner is known gone (skip those "
+    "another reaper holds).",
+    select(
+        *ti.c["id", "run_pk", "dag_id", "task_id", "fence_token", "infra_failures"],
+        ti.c.try_number,
+    )
+    .where(
+        in_state(TaskState.RUNNING),
+        (ti.c.lease_until < _b("now")) | ti.c.lease_owner.in_(_many("gone")),
+    )
+    .with_for_update(skip_locked=True),
+)
+EXPIRE_LEASE = Statement(
+    "running -> queued (a new attempt) or failed (infrastructure budget spent) for an "
+    "expired lease, unless its attempt moved on first.",
+    update(ti)
+    .where(
+        ti.c.id == _b("ti_id"),
+        ti.c.fence_token == _b("fence"),
+        ti.c.state == TaskState.RUNNING.value,
+    )
+    .values(
+        state=_b("state"),
+        infra_failures=ti.c.infra_failures + 1,
+        lease_owner=None,
+        lease_until=None,
+        queued_at=_b("now"),
+        end_date=_b("end"),
+        last_error=func.coalesce(_b("error"), ti.c.last_error),
+    ),
+)
+END_LOST_CALLBACKS = Statement(
+    "running -> failed for callbacks whose lease ran out or whose worker is known gone: a "
+    "callback fires at most once, so it is never run again; returns the rows ended.",
+    update(callback)
+    .where(
+        callback.c.state == _CALLING,
+        (callback.c.lease_until < _b("now")) | callback.c.lease_owner.in_(_many("gone")),
+    )
+    .values(
+        state=CallbackState.FAILED.value,
+        lease_until=None,
+        ended_at=_b("now"),
+        outcome_error=_b("error"),
+    )
+    .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
+)
+
+# ---------------------------------------------------------------- operators: clear, mark, cancel
 
 
 def _chosen_tasks(indexed: bool) -> list:
@@ -472,669 +666,12 @@ REEVALUATE_TASKS = Statement(
     )
     .values(state=TaskState.NONE.value, end_date=None),
 )
-RUNS_STARTED_BEFORE = Statement(
-    "A DAG's running runs that started before ``b_before`` (dagrun_timeout), in id order.",
-    select(dag_run.c.id)
-    .where(
-        dag_run.c.dag_id == _b("dag_id"),
-        dag_run.c.state == RunState.RUNNING.value,
-        dag_run.c.start_date < _b("before"),
-    )
-    .order_by(dag_run.c.id),
-)
 SET_RUN_STATE = Statement(
     "A run's state set by hand (cancel, mark) or recomputed after a mark, with its end, "
     "from the state read under its lock (``b_was``).",
     update(dag_run)
     .where(dag_run.c.id == _b("run_pk"), dag_run.c.state == _b("was"))
     .values(state=_b("state"), end_date=_b("end")),
-)
-STOPPED_ATTEMPTS = Statement(
-    "Which of a worker's attempts were ended by hand (cancel, mark): ended with an outcome "
-    "other than an expired lease; their worker stops them.",
-    select(task_attempt.c.ti_id, task_attempt.c.fence_token).where(
-        task_attempt.c.ti_id.in_(_many("ti_ids")),
-        task_attempt.c.outcome.is_not(None),
-        task_attempt.c.outcome != AttemptOutcome.LEASE_EXPIRED.value,
-    ),
-)
-INSERT_AUDIT = Statement(
-    "Record an operator action (trigger, cancel, mark, clear, backfill, pause...) with who "
-    "and when.",
-    insert(audit_log).values(_binds("at action dag_id run_id actor detail")),
-)
-
-# ---------------------------------------------------------------- attempts: claim
-
-
-def _claim(pooled: bool, scoped: bool = False, capped: bool = False):
-    """queued -> running for up to ``b_limit`` rows, highest priority first: leased to
-    ``b_owner`` until ``b_until``, try + 1, fence + 1; ``scoped``: of the runs ``b_run_pks``
-    only; ``capped``: of the DAG ``b_dag_id``'s capped task instances (else uncapped ones).
-    Built when first rendered (``lambda _: _claim(...)``): building one costs about a
-    millisecond, and a process uses few of the eight."""
-    in_pool = ti.c.pool == _b("pool") if pooled else ti.c.pool.is_(None)
-    in_cap = (
-        and_(ti.c.capped.is_(True), ti.c.dag_id == _b("dag_id"))
-        if capped
-        else ti.c.capped.is_(False)
-    )
-    chosen = [in_state(TaskState.QUEUED), in_pool, in_cap]
-    if scoped:
-        chosen.append(ti.c.run_pk.in_(_many("run_pks")))
-    picked = (
-        select(ti.c.id)
-        .where(*chosen)
-        .order_by(ti.c.priority_weight.desc(), ti.c.id)
-        .limit(_b("limit"))
-        .with_for_update(skip_locked=True)
-        .cte("picked")
-    )
-    return (
-        update(ti)
-        .where(ti.c.id == picked.c.id, ti.c.state == TaskState.QUEUED.value)
-        .values(
-            state=TaskState.RUNNING.value,
-            try_number=ti.c.try_number + 1,
-            fence_token=ti.c.fence_token + 1,
-            lease_owner=_b("owner"),
-            lease_until=_b("until"),
-            start_date=_b("now"),
-            end_date=None,
-            duration=None,
-        )
-        .returning(
-            *ti.c["id", "run_pk", "dag_id", "task_id", "try_number", "fence_token", "failures"],
-            ti.c.infra_failures,
-            ti.c.map_index,
-            ti.c.first_poke_at,
-        )
-    )
-
-
-CLAIM = Statement(
-    "queued -> running for tasks outside pools: leased, try + 1, fence + 1, priority first.",
-    lambda _: _claim(pooled=False),
-)
-CLAIM_IN_POOL = Statement(
-    "queued -> running for one pool's tasks, as many as its free slots (see pools.py).",
-    lambda _: _claim(pooled=True),
-)
-CLAIM_IN_RUNS = Statement(
-    "CLAIM for the tasks of some runs only (`dagrun run` and backfill run their own runs).",
-    lambda _: _claim(pooled=False, scoped=True),
-)
-CLAIM_IN_POOL_IN_RUNS = Statement(
-    "CLAIM_IN_POOL for the tasks of some runs only.",
-    lambda _: _claim(pooled=True, scoped=True),
-)
-CLAIM_CAPPED = Statement(
-    "CLAIM for one DAG's capped tasks outside pools, within its max_active_tasks.",
-    lambda _: _claim(pooled=False, capped=True),
-)
-CLAIM_CAPPED_IN_POOL = Statement(
-    "CLAIM for one DAG's capped tasks of one pool, within both limits.",
-    lambda _: _claim(pooled=True, capped=True),
-)
-CLAIM_CAPPED_IN_RUNS = Statement(
-    "CLAIM_CAPPED for the tasks of some runs only.",
-    lambda _: _claim(pooled=False, scoped=True, capped=True),
-)
-CLAIM_CAPPED_IN_POOL_IN_RUNS = Statement(
-    "CLAIM_CAPPED_IN_POOL for the tasks of some runs only.",
-    lambda _: _claim(pooled=True, scoped=True, capped=True),
-)
-INSERT_ATTEMPT = Statement(
-    "Open an attempt in the history: who runs which try under which fence, since when.",
-    insert(task_attempt).values(
-        _binds("ti_id run_pk dag_id task_id try_number fence_token worker started_at")
-    ),
-)
-CLAIMED_RUNS = Statement(
-    "What claimed attempts need of their runs: run id, dates, conf.",
-    select(
-        *dag_run.c["id", "run_id", "logical_date", "data_interval_start", "data_interval_end"],
-        dag_run.c.conf,
-    ).where(dag_run.c.id.in_(_many("run_pks"))),
-)
-UPSTREAM_VALUES = Statement(
-    "The return values of some tasks of one run (TaskFlow data passing), a mapped task's "
-    "in index order.",
-    select(ti.c.task_id, ti.c.map_index, ti.c.return_value)
-    .where(ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids")))
-    .order_by(ti.c.task_id, ti.c.map_index),
-)
-
-# ---------------------------------------------------------------- attempts: lease and end
-
-#: The row is still this attempt's: same fence, same owner, still running.
-HELD = and_(
-    ti.c.id == _b("ti_id"),
-    ti.c.fence_token == _b("fence"),
-    ti.c.lease_owner == _b("owner"),
-    ti.c.state == TaskState.RUNNING.value,
-)
-_RELEASED = {"lease_owner": None, "lease_until": None, "end_date": _b("now")}
-EXTEND_LEASES = Statement(
-    "Heartbeat: push out the leases this owner still holds; returns the rows kept.",
-    update(ti)
-    .where(
-        ti.c.id.in_(_many("ti_ids")),
-        ti.c.lease_owner == _b("owner"),
-        ti.c.state == TaskState.RUNNING.value,
-    )
-    .values(lease_until=_b("until"))
-    .returning(ti.c.id, ti.c.fence_token),
-)
-COMPLETE_SUCCESS = Statement(
-    "running -> success for an attempt that still holds its lease, with its return value.",
-    update(ti)
-    .where(HELD)
-    .values(
-        state=TaskState.SUCCESS.value,
-        duration=_b("duration"),
-        return_value=_b("value"),
-        last_error=None,
-        **_RELEASED,
-    ),
-)
-COMPLETE_FAILURE = Statement(
-    "running -> up_for_retry or failed for an attempt that still holds its lease, with the "
-    "counts of its failures and infrastructure failures and when to try again.",
-    update(ti)
-    .where(HELD)
-    .values(
-        state=_b("state"),
-        failures=_b("failures"),
-        infra_failures=_b("infra_failures"),
-        next_try_at=_b("retry_at"),
-        duration=_b("duration"),
-        last_error=_b("error"),
-        **_RELEASED,
-    )
-    .returning(ti.c.id),
-)
-HOLDERS = Statement(
-    "Fence and state of some task instances (which completions of a batch were stale).",
-    select(ti.c.id, ti.c.fence_token, ti.c.state).where(ti.c.id.in_(_many("ti_ids"))),
-)
-_ATTEMPT = and_(task_attempt.c.ti_id == _b("ti_id"), task_attempt.c.fence_token == _b("fence"))
-END_ATTEMPT = Statement(
-    "Give an attempt its one outcome, error, end and log range; an ended attempt keeps its own.",
-    update(task_attempt)
-    .where(_ATTEMPT, task_attempt.c.outcome.is_(None))
-    .values(
-        outcome=_b("outcome"),
-        error=_b("error"),
-        ended_at=_b("now"),
-        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
-        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
-        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
-    ),
-)
-NOTE_LATE_RESULT = Statement(
-    "Keep what an attempt reported after it was ended for it (a reaped lease), beside its "
-    "outcome; and its log range, which only the attempt knows.",
-    update(task_attempt)
-    .where(_ATTEMPT, task_attempt.c.outcome.is_not(None), task_attempt.c.late_result.is_(None))
-    .values(
-        late_result=_b("late"),
-        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
-        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
-        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
-    ),
-)
-RELEASE = Statement(
-    "running -> queued for an attempt given back unstarted or stopped (worker shutdown).",
-    update(ti)
-    .where(HELD)
-    .values(state=TaskState.QUEUED.value, lease_owner=None, lease_until=None, queued_at=_b("now")),
-)
-CHECK_LEASE = Statement(
-    "Lock a task instance if this attempt still holds it and its lease has not run out.",
-    select(ti.c.id)
-    .where(
-        ti.c.id == _b("ti_id"),
-        ti.c.fence_token == _b("fence"),
-        ti.c.state == TaskState.RUNNING.value,
-        ti.c.lease_until > _b("now"),
-    )
-    .with_for_update(),
-)
-RUN_OF_TASK = Statement(
-    "The run a task instance belongs to.",
-    select(ti.c.run_pk).where(ti.c.id == _b("ti_id")),
-)
-INSERT_PARTITION_WRITE = Statement(
-    "Record a fenced partition write: file, rows, fingerprint, and the attempt that made it.",
-    insert(partition_write).values(
-        _binds(
-            "dataset partition_key path rows sha256 unchanged ti_id dag_id task_id run_pk "
-            "try_number fence_token written_at"
-        )
-    ),
-)
-
-# ---------------------------------------------------------------- upkeep: retries and leases
-
-REQUEUE_DUE_RETRIES = Statement(
-    "up_for_retry -> queued for task instances whose retry time has come.",
-    update(ti)
-    .where(in_state(TaskState.UP_FOR_RETRY), ti.c.next_try_at <= _b("now"))
-    .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
-)
-
-# ---------------------------------------------------------------- sensors: pokes
-
-#: What a poke that ends its attempt records: one more poke, the first poke's start kept
-#: (this poke's start, ``b_first_poke``, for the first), its duration; the lease let go.
-_POKED = {
-    "pokes": ti.c.pokes + 1,
-    "first_poke_at": func.coalesce(ti.c.first_poke_at, _b("first_poke")),
-    "duration": _b("duration"),
-    **_RELEASED,
-}
-RESCHEDULE_POKE = Statement(
-    "running -> up_for_reschedule for a sensor whose poke found its condition unmet and that "
-    "still holds its lease: due again at ``b_poke_at``, holding no lease, its try given back "
-    "(try_number - 1) so pokes never use up retries.",
-    update(ti)
-    .where(HELD)
-    .values(
-        state=TaskState.UP_FOR_RESCHEDULE.value,
-        next_try_at=_b("poke_at"),
-        try_number=ti.c.try_number - 1,
-        **_POKED,
-    ),
-)
-END_SENSOR = Statement(
-    "running -> failed or skipped (soft_fail) for a sensor still holding its lease whose "
-    "timeout has passed since its first poke, with the reason; never retried.",
-    update(ti)
-    .where(HELD)
-    .values(state=_b("state"), next_try_at=None, last_error=_b("error"), **_POKED)
-    .returning(ti.c.id),
-)
-REQUEUE_DUE_POKES = Statement(
-    "up_for_reschedule -> queued for sensors whose next poke is due.",
-    update(ti)
-    .where(in_state(TaskState.UP_FOR_RESCHEDULE), ti.c.next_try_at <= _b("now"))
-    .values(state=TaskState.QUEUED.value, queued_at=_b("now"), next_try_at=None),
-)
-LEASE_OWNERS = Statement(
-    "The workers holding leases now: on running task instances or running callbacks.",
-    select(ti.c.lease_owner)
-    .where(in_state(TaskState.RUNNING))
-    .union(select(callback.c.lease_owner).where(callback.c.state == CallbackState.RUNNING.value)),
-)
-EXPIRED_LEASES = Statement(
-    "Running task instances whose lease ran out or whose owner is known gone (skip those "
-    "another reaper holds).",
-    select(
-        *ti.c["id", "run_pk", "dag_id", "task_id", "fence_token", "infra_failures"],
-        ti.c.try_number,
-    )
-    .where(
-        in_state(TaskState.RUNNING),
-        (ti.c.lease_until < _b("now")) | ti.c.lease_owner.in_(_many("gone")),
-    )
-    .with_for_update(skip_locked=True),
-)
-EXPIRE_LEASE = Statement(
-    "running -> queued (a new attempt) or failed (infrastructure budget spent) for an "
-    "expired lease, unless its attempt moved on first.",
-    update(ti)
-    .where(
-        ti.c.id == _b("ti_id"),
-        ti.c.fence_token == _b("fence"),
-        ti.c.state == TaskState.RUNNING.value,
-    )
-    .values(
-        state=_b("state"),
-        infra_failures=ti.c.infra_failures + 1,
-        lease_owner=None,
-        lease_until=None,
-        queued_at=_b("now"),
-        end_date=_b("end"),
-        last_error=func.coalesce(_b("error"), ti.c.last_error),
-    ),
-)
-
-# ---------------------------------------------------------------- pools
-
-QUEUED_POOLS = Statement(
-    "The pools that queued task instances name.",
-    select(ti.c.pool)
-    .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
-    .distinct()
-    .order_by(ti.c.pool),
-)
-LOCK_POOL = Statement(
-    "Lock a pool row and read its slots: a pool's free slots are counted under it.",
-    select(pool.c.slots).where(pool.c.name == _b("pool")).with_for_update(),
-)
-RUNNING_IN_POOL = Statement(
-    "How many of a pool's task instances are running.",
-    select(func.count())
-    .select_from(ti)
-    .where(ti.c.pool == _b("pool"), in_state(TaskState.RUNNING)),
-)
-UPSERT_POOL = Statement(
-    "Create a pool or change its slots and description.",
-    _upsert(pool, "name", ("slots", "description")),
-)
-DELETE_POOL = Statement(
-    "Delete a pool (its tasks then wait until it exists again).",
-    delete(pool).where(pool.c.name == _b("name")),
-)
-QUEUED_CAPPED = Statement(
-    "The (DAG, pool) pairs of queued task instances counted against a DAG's max_active_tasks.",
-    select(ti.c.dag_id, ti.c.pool)
-    .where(in_state(TaskState.QUEUED), ti.c.capped.is_(True))
-    .distinct()
-    .order_by(ti.c.dag_id, ti.c.pool),
-)
-LOCK_DAG_CAP = Statement(
-    "Lock a DAG's cap row and read its max_active_tasks: its running tasks are counted under "
-    "it (a row only claims lock, so claiming never waits on the scheduler's DAG lock).",
-    select(dag_cap.c.max_active_tasks).where(dag_cap.c.dag_id == _b("dag_id")).with_for_update(),
-)
-RUNNING_IN_DAG = Statement(
-    "How many of a DAG's task instances are running.",
-    select(func.count())
-    .select_from(ti)
-    .where(ti.c.dag_id == _b("dag_id"), in_state(TaskState.RUNNING)),
-)
-UPSERT_DAG_CAP = Statement(
-    "Record a DAG's max_active_tasks.",
-    _upsert(dag_cap, "dag_id", ("max_active_tasks",)),
-)
-DELETE_DAG_CAPS = Statement(
-    "Forget the caps of DAGs that no longer have one.",
-    delete(dag_cap).where(dag_cap.c.dag_id.in_(_many("dag_ids"))),
-)
-MISSING_POOLS = Statement(
-    "Pools that queued task instances name but nobody created.",
-    select(ti.c.pool)
-    .where(in_state(TaskState.QUEUED), ti.c.pool.is_not(None))
-    .where(ti.c.pool.not_in(select(pool.c.name)))
-    .distinct()
-    .order_by(ti.c.pool),
-)
-
-# ---------------------------------------------------------------- variables and connections
-
-VARIABLE = Statement(
-    "A variable's stored value.",
-    select(variable.c.value).where(variable.c.key == _b("key")),
-)
-VARIABLES = Statement(
-    "Every stored variable, by key.",
-    select(*variable.c["key", "value", "description", "updated_at"]).order_by(variable.c.key),
-)
-UPSERT_VARIABLE = Statement(
-    "Create a variable or change its value; one set without a description keeps its own.",
-    _upsert(variable, "key", ("value", "updated_at"), kept_if_null=("description",)),
-)
-DELETE_VARIABLE = Statement(
-    "Delete a variable (a task reading it then gets its default, or fails naming it).",
-    delete(variable).where(variable.c.key == _b("key")),
-)
-_CONNECTION = connection.c[
-    "conn_id", "conn_type", "host", "port", "login", "password", "schema", "extra", "description"
-]
-CONNECTION = Statement(
-    "A stored connection, every field of it.",
-    select(*_CONNECTION).where(connection.c.conn_id == _b("conn_id")),
-)
-CONNECTIONS = Statement(
-    "Every stored connection, by id.",
-    select(*_CONNECTION).order_by(connection.c.conn_id),
-)
-UPSERT_CONNECTION = Statement(
-    "Create a connection or replace it whole; one added without a description keeps its own.",
-    _upsert(
-        connection,
-        "conn_id",
-        ("conn_type", "host", "port", "login", "password", "schema", "extra", "updated_at"),
-        kept_if_null=("description",),
-    ),
-)
-DELETE_CONNECTION = Statement(
-    "Delete a connection (a task reading it then fails naming it).",
-    delete(connection).where(connection.c.conn_id == _b("conn_id")),
-)
-STORED_SECRETS = Statement(
-    "What masking hides that the store holds, in one query: the value of every variable "
-    "whose key names a secret (in any case, as ``masking.is_sensitive`` judges), and every "
-    "connection password.",
-    union_all(
-        select(variable.c.value).where(
-            or_(
-                *(
-                    func.lower(variable.c.key).contains(word, autoescape=True)
-                    for word in SENSITIVE_WORDS
-                )
-            )
-        ),
-        select(connection.c.password).where(connection.c.password.is_not(None)),
-    ),
-)
-
-# ---------------------------------------------------------------- callbacks
-
-_PENDING = CallbackState.PENDING.value
-_CALLING = CallbackState.RUNNING.value
-INSERT_CALLBACK = Statement(
-    "Write an event to the callback outbox (pending), in the transaction that decided it.",
-    insert(callback).values(
-        **_binds("event dag_id run_pk ti_id task_id try_number fence_token error created_at"),
-        state=_PENDING,
-    ),
-)
-
-
-def _claim_callbacks(scoped: bool):
-    """pending -> running for up to ``b_limit`` outbox rows, oldest first, leased to
-    ``b_owner`` until ``b_until``; ``scoped``: of the runs ``b_run_pks`` only. Rows are
-    picked in the CTE with SKIP LOCKED, as ``_claim`` does, so the LIMIT holds."""
-    chosen = [callback.c.state == _PENDING]
-    if scoped:
-        chosen.append(callback.c.run_pk.in_(_many("run_pks")))
-    picked = (
-        select(callback.c.id)
-        .where(*chosen)
-        .order_by(callback.c.id)
-        .limit(_b("limit"))
-        .with_for_update(skip_locked=True)
-        .cte("picked")
-    )
-    return (
-        update(callback)
-        .where(callback.c.id == picked.c.id, callback.c.state == _PENDING)
-        .values(state=_CALLING, lease_owner=_b("owner"), lease_until=_b("until"))
-        .returning(
-            *callback.c["id", "event", "dag_id", "run_pk", "ti_id", "task_id", "try_number"],
-            *callback.c["fence_token", "error"],
-        )
-    )
-
-
-CLAIM_CALLBACKS = Statement(
-    "pending -> running for outbox rows: leased for their time limit and a margin, never "
-    "extended (a callback whose worker is lost is ended, not run again).",
-    lambda _: _claim_callbacks(scoped=False),
-)
-CLAIM_CALLBACKS_IN_RUNS = Statement(
-    "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
-    lambda _: _claim_callbacks(scoped=True),
-)
-_HELD_CALLBACK = and_(
-    callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
-)
-FINISH_CALLBACK = Statement(
-    "running -> sent or failed for a callback this worker holds, with the reason and its log "
-    "range; one that the sweep ended meanwhile (worker lost) keeps that end.",
-    update(callback)
-    .where(_HELD_CALLBACK)
-    .values(
-        state=_b("state"),
-        lease_until=None,
-        ended_at=_b("now"),
-        outcome_error=_b("error"),
-        log_path=_b("log"),
-        log_offset=_b("log_offset"),
-        log_length=_b("log_length"),
-    ),
-)
-RELEASE_CALLBACK = Statement(
-    "running -> pending for a callback given back before any child started it (shutdown).",
-    update(callback)
-    .where(_HELD_CALLBACK)
-    .values(state=_PENDING, lease_owner=None, lease_until=None),
-)
-END_LOST_CALLBACKS = Statement(
-    "running -> failed for callbacks whose lease ran out or whose worker is known gone: a "
-    "callback fires at most once, so it is never run again; returns the rows ended.",
-    update(callback)
-    .where(
-        callback.c.state == _CALLING,
-        (callback.c.lease_until < _b("now")) | callback.c.lease_owner.in_(_many("gone")),
-    )
-    .values(
-        state=CallbackState.FAILED.value,
-        lease_until=None,
-        ended_at=_b("now"),
-        outcome_error=_b("error"),
-    )
-    .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
-)
-MAP_INDEXES = Statement(
-    "The map index of some task instances (a mapped task's events name their index).",
-    select(ti.c.id, ti.c.map_index).where(ti.c.id.in_(_many("ti_ids"))),
-)
-RUN_CALLBACKS = Statement(
-    "The callbacks of one run, oldest first, with the map index of a task event's instance.",
-    select(
-        *callback.c["id", "event", "state", "task_id", "try_number", "error", "outcome_error"],
-        *callback.c["created_at", "ended_at", "log_path", "log_offset", "log_length"],
-        func.coalesce(ti.c.map_index, -1).label("map_index"),
-    )
-    .select_from(callback.outerjoin(ti, ti.c.id == callback.c.ti_id))
-    .where(callback.c.run_pk == _b("run_pk"))
-    .order_by(callback.c.id),
-)
-OUTSTANDING_CALLBACKS = Statement(
-    "A callback of these runs still pending or running (a driver waits for them to end).",
-    select(callback.c.id)
-    .where(callback.c.run_pk.in_(_many("run_pks")), callback.c.state.in_([_PENDING, _CALLING]))
-    .limit(1),
-)
-ATTEMPT_CALLBACKS = Statement(
-    "The callbacks an attempt fired, in order, with how they ended and their log ranges.",
-    select(
-        *callback.c["id", "event", "state", "outcome_error", "ended_at"],
-        *callback.c["log_path", "log_offset", "log_length"],
-    )
-    .where(callback.c.ti_id == _b("ti_id"), callback.c.fence_token == _b("fence"))
-    .order_by(callback.c.id),
-)
-
-# ---------------------------------------------------------------- assets
-
-INSERT_ASSET_EVENTS = Statement(
-    "Record that a task produced a partition of an asset (outlets), with its fingerprint.",
-    insert(asset_event).values(
-        **_binds("asset partition_key fingerprint dag_id run_pk task_id created_at")
-    ),
-)
-PARTITION_FINGERPRINT = Statement(
-    "The content fingerprint of the partition an attempt wrote of a dataset, if it did.",
-    select(partition_write.c.sha256)
-    .where(
-        partition_write.c.dataset == _b("dataset"),
-        partition_write.c.partition_key == _b("partition_key"),
-        partition_write.c.ti_id == _b("ti_id"),
-        partition_write.c.fence_token == _b("fence"),
-    )
-    .order_by(partition_write.c.id.desc())
-    .limit(1),
-)
-NEW_ASSET_EVENTS = Statement(
-    "Events of some assets after a DAG's cursor, oldest first (what it has not looked at).",
-    select(*asset_event.c["id", "asset", "partition_key", "fingerprint"])
-    .where(asset_event.c.asset.in_(_many("assets")), asset_event.c.id > _b("after"))
-    .order_by(asset_event.c.id)
-    .limit(_b("limit")),
-)
-KEY_EVENTS = Statement(
-    "Every event of some assets for one partition key, oldest first.",
-    select(*asset_event.c["id", "asset", "fingerprint"])
-    .where(asset_event.c.asset.in_(_many("assets")), asset_event.c.partition_key == _b("key"))
-    .order_by(asset_event.c.id),
-)
-CONSUMED_FOR_KEY = Statement(
-    "What a DAG consumed of each asset for one partition key: event and fingerprint.",
-    select(*asset_consumed.c["asset", "event_id", "fingerprint"]).where(
-        asset_consumed.c.dag_id == _b("dag_id"), asset_consumed.c.partition_key == _b("key")
-    ),
-)
-UPSERT_CONSUMED = Statement(
-    "Record the event of an asset a DAG's run for a key was made or re-run for.",
-    _upsert(
-        asset_consumed,
-        ("dag_id", "asset", "partition_key"),
-        ("event_id", "fingerprint", "consumed_at"),
-    ),
-)
-ASSET_CURSOR = Statement(
-    "The last asset event a DAG looked at.",
-    select(asset_cursor.c.last_event_id).where(asset_cursor.c.dag_id == _b("dag_id")),
-)
-UPSERT_ASSET_CURSOR = Statement(
-    "Move a DAG's asset cursor past the events it looked at.",
-    _upsert(asset_cursor, "dag_id", ("last_event_id",)),
-)
-ASSET_EVENT_SUMMARY = Statement(
-    "Per asset: how many events, the latest partition key, when the last one came.",
-    select(
-        asset_event.c.asset,
-        func.count(),
-        func.max(asset_event.c.partition_key),
-        func.max(asset_event.c.created_at),
-    ).group_by(asset_event.c.asset),
-)
-LATEST_ASSET_EVENTS = Statement(
-    "The latest event of each of some assets, with the run id of the run that produced it.",
-    select(
-        *asset_event.c["id", "asset", "partition_key", "fingerprint", "dag_id", "task_id"],
-        asset_event.c.created_at,
-        dag_run.c.run_id,
-    )
-    .select_from(asset_event.outerjoin(dag_run, dag_run.c.id == asset_event.c.run_pk))
-    .where(
-        asset_event.c.id.in_(
-            select(func.max(asset_event.c.id))
-            .where(asset_event.c.asset.in_(_many("assets")))
-            .group_by(asset_event.c.asset)
-        )
-    ),
-)
-CONSUMED_OF_KEYS = Statement(
-    "What a DAG consumed of some assets for some partition keys: event and when.",
-    select(*asset_consumed.c["asset", "partition_key", "event_id", "consumed_at"]).where(
-        asset_consumed.c.dag_id == _b("dag_id"),
-        asset_consumed.c.asset.in_(_many("assets")),
-        asset_consumed.c.partition_key.in_(_many("keys")),
-    ),
-)
-RUN_FOR_DATE = Statement(
-    "A DAG's run (not a manual one) at a logical date: the run an asset key maps to.",
-    select(dag_run.c.id, dag_run.c.state).where(
-        dag_run.c.dag_id == _b("dag_id"),
-        dag_run.c.logical_date == _b("logical_date"),
-        dag_run.c.run_type != RunType.MANUAL.value,
-    ),
 )
 
 

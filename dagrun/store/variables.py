@@ -9,10 +9,50 @@ from __future__ import annotations
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection
+from sqlalchemy import Connection, delete, func, or_, select, union_all
 
 from dagrun.store import sql
-from dagrun.store import statements as q
+from dagrun.store.schema import connection, variable
+from dagrun.store.sensitive import SENSITIVE_WORDS
+from dagrun.store.sql import Statement, name_all, upsert
+from dagrun.store.sql import bind as _b
+
+# ---------------------------------------------------------------- statements
+
+VARIABLE = Statement(
+    "A variable's stored value.",
+    select(variable.c.value).where(variable.c.key == _b("key")),
+)
+VARIABLES = Statement(
+    "Every stored variable, by key.",
+    select(*variable.c["key", "value", "description", "updated_at"]).order_by(variable.c.key),
+)
+UPSERT_VARIABLE = Statement(
+    "Create a variable or change its value; one set without a description keeps its own.",
+    upsert(variable, "key", ("value", "updated_at"), kept_if_null=("description",)),
+)
+DELETE_VARIABLE = Statement(
+    "Delete a variable (a task reading it then gets its default, or fails naming it).",
+    delete(variable).where(variable.c.key == _b("key")),
+)
+STORED_SECRETS = Statement(
+    "What masking hides that the store holds, in one query: the value of every variable "
+    "whose key names a secret (in any case, as ``masking.is_sensitive`` judges), and every "
+    "connection password.",
+    union_all(
+        select(variable.c.value).where(
+            or_(
+                *(
+                    func.lower(variable.c.key).contains(word, autoescape=True)
+                    for word in SENSITIVE_WORDS
+                )
+            )
+        ),
+        select(connection.c.password).where(connection.c.password.is_not(None)),
+    ),
+)
+
+name_all(globals(), prefix="variables.")
 
 
 @dataclass(frozen=True)
@@ -25,7 +65,7 @@ class VariableRow:
 
 def get_variable(conn: Connection, key: str) -> str | None:
     """The stored value of ``key``, None when there is none."""
-    return sql.scalar(conn, q.VARIABLE, {"b_key": key})
+    return sql.scalar(conn, VARIABLE, {"b_key": key})
 
 
 def set_variable(
@@ -34,21 +74,21 @@ def set_variable(
     """Create or change a variable (a description of None keeps the one it had)."""
     sql.execute(
         conn,
-        q.UPSERT_VARIABLE,
+        UPSERT_VARIABLE,
         {"b_key": key, "b_value": value, "b_description": description, "b_updated_at": now},
     )
 
 
 def list_variables(conn: Connection) -> list[VariableRow]:
-    return [VariableRow(*row) for row in sql.tuples(conn, q.VARIABLES)]
+    return [VariableRow(*row) for row in sql.tuples(conn, VARIABLES)]
 
 
 def delete_variable(conn: Connection, key: str) -> bool:
     """Delete ``key``; whether there was one."""
-    return sql.execute(conn, q.DELETE_VARIABLE, {"b_key": key}).rowcount > 0
+    return sql.execute(conn, DELETE_VARIABLE, {"b_key": key}).rowcount > 0
 
 
 def stored_secrets(conn: Connection) -> list[str]:
     """Every stored value that is a secret: sensitive variables' values and connection
     passwords together, in one query, as a worker child reads them every few seconds."""
-    return sql.scalars(conn, q.STORED_SECRETS)
+    return sql.scalars(conn, STORED_SECRETS)

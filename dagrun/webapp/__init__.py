@@ -16,7 +16,7 @@ The HTML pages and the ``/api`` routes share their view models, so the API mirro
 Modules: ``app`` (the WSGI callable, its error pages, and the ``Site`` every handler gets),
 ``http`` (requests, responses, HTTP errors), ``routes`` (the URL table), ``urls`` and
 ``formatting`` (what the templates print), ``paging`` and ``models`` (the shared view models,
-read through ``dagrun.store.reads``), ``operations`` (the view models of assets and
+read through the store's ``*_reads`` modules), ``operations`` (the view models of assets and
 callbacks), ``pages`` (HTML), ``api`` (JSON and ``/healthz``), ``metrics`` (Prometheus),
 ``logs`` (safe log reading), ``templates`` (Jinja and static files), ``server`` (waitress:
 bounded threads, idle connections closed).

@@ -10,8 +10,8 @@ import logging
 from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo
 
-from dagrun.store import reads
-from dagrun.store.reads import RunRow
+from dagrun.store import dag_reads, run_reads
+from dagrun.store.run_reads import RunRow
 from dagrun.timing.instants import iso
 from dagrun.webapp.asset_views import dag_assets_json, read_assets, read_dag_assets
 from dagrun.webapp.callback_views import callback_json, read_callbacks
@@ -53,7 +53,7 @@ def api_dags(site: Site, request: Request) -> Response:
 
 def api_import_errors(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
-        errors = reads.import_errors(conn)
+        errors = dag_reads.import_errors(conn)
     return json_response([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
 
 
@@ -81,7 +81,7 @@ def api_runs(site: Site, request: Request, dag_id: str) -> Response:
     state = request.query.get("state") or None
     with site.store.read() as conn:
         info = read_dag(site.store, conn, dag_id)
-        runs, older = reads.run_page(conn, dag_id, paging.before, paging.runs, state)
+        runs, older = run_reads.run_page(conn, dag_id, paging.before, paging.runs, state)
     tz = info.spec.timetable.tz
     return json_response({"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)})
 

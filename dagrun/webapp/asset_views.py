@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagrun.parsing.spec import DagSpec
-from dagrun.store import Store, assets, reads
+from dagrun.store import Store, assets, dag_reads
 from dagrun.store.assets import AssetEvent, AssetRow, Awaited
 from dagrun.timing.instants import iso
 from dagrun.webapp.models import DagInfo, read_dag
@@ -37,7 +37,7 @@ class DagAssets:
 def read_assets(store: Store) -> list[AssetRow]:
     """Every asset the active DAGs name or events record (what ``dagrun assets list`` shows)."""
     with store.read() as conn:
-        return assets.asset_rows(conn, [r.spec for r in reads.active_dags(conn)])
+        return assets.asset_rows(conn, [r.spec for r in dag_reads.active_dags(conn)])
 
 
 def read_dag_assets(store: Store, dag_id: str) -> DagAssets:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dagrun.store import Store, callbacks, reads
-from dagrun.store.reads import RunRow
+from dagrun.store import Store, callbacks, run_reads
+from dagrun.store.run_reads import RunRow
 from dagrun.timing.instants import iso
 from dagrun.webapp.http import NotFound
 from dagrun.webapp.models import DagInfo, read_dag
@@ -56,7 +56,7 @@ class CallbackLog:
 def read_callback(store: Store, dag_id: str, run_id: str, callback_id: int) -> CallbackLog:
     with store.read() as conn:
         info = read_dag(store, conn, dag_id)
-        run = reads.run_by_id(conn, dag_id, run_id)
+        run = run_reads.run_by_id(conn, dag_id, run_id)
         found = [r for r in callbacks.of_run(conn, run.id) if r.id == callback_id]
     if not found:
         raise NotFound(f"run {run_id} of {dag_id} has no callback {callback_id}")

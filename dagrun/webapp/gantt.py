@@ -16,8 +16,9 @@ from datetime import UTC, datetime, timedelta
 from zoneinfo import ZoneInfo
 
 from dagrun.states import AttemptOutcome, RunState, TaskState
-from dagrun.store import Store, reads
-from dagrun.store.reads import AttemptRow, RunRow, TaskRow
+from dagrun.store import Store, run_reads, task_reads
+from dagrun.store.run_reads import RunRow
+from dagrun.store.task_reads import AttemptRow, TaskRow
 from dagrun.webapp.formatting import fmt_duration, local
 from dagrun.webapp.models import DagInfo, read_dag
 from dagrun.webapp.urls import log_url
@@ -112,10 +113,10 @@ def read_gantt(store: Store, dag_id: str, run_id: str) -> Gantt:
     with store.read() as conn:
         now = store.now(conn)
         info = read_dag(store, conn, dag_id)
-        run = reads.run_by_id(conn, dag_id, run_id)
+        run = run_reads.run_by_id(conn, dag_id, run_id)
         order = [t.task_id for t in info.spec.tasks]
-        instances = reads.task_instances(conn, [run.id], order)
-        attempts = reads.run_attempts(conn, run.id)
+        instances = task_reads.task_instances(conn, [run.id], order)
+        attempts = task_reads.run_attempts(conn, run.id)
     return build_gantt(info, run, instances, attempts, now)
 
 

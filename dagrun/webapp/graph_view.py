@@ -27,7 +27,8 @@ import networkx as nx
 from dagrun.parsing.graph_export import GroupNode, group_tree
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import TaskState, merged
-from dagrun.store.reads import RunRow, TaskRow
+from dagrun.store.run_reads import RunRow
+from dagrun.store.task_reads import TaskRow
 from dagrun.webapp.urls import run_url
 
 BOX_WIDTH = 176

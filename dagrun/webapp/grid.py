@@ -18,7 +18,8 @@ from functools import reduce
 from zoneinfo import ZoneInfo
 
 from dagrun.states import TaskState, merged
-from dagrun.store.reads import Cell, GridPage, RunRow
+from dagrun.store.run_reads import RunRow
+from dagrun.store.task_reads import Cell, GridPage
 from dagrun.webapp.formatting import fmt_duration, live_duration, local, utc
 from dagrun.webapp.urls import run_url
 

@@ -10,7 +10,7 @@ from typing import Any
 from urllib.parse import parse_qs
 
 from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound
-from dagrun.store.reads import AttemptNotFound
+from dagrun.store.task_reads import AttemptNotFound
 
 ALLOWED_METHODS = ("GET", "HEAD")
 

@@ -14,8 +14,10 @@ from sqlalchemy import Connection
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import TaskState
-from dagrun.store import Store, audit, reads
-from dagrun.store.reads import AttemptRow, DagRow, GridPage, RunRow, TaskRow
+from dagrun.store import Store, audit, dag_reads, run_reads, task_reads
+from dagrun.store.dag_reads import DagRow
+from dagrun.store.run_reads import RunRow
+from dagrun.store.task_reads import AttemptRow, GridPage, TaskRow
 from dagrun.timing.timetable import DataInterval
 from dagrun.webapp.formatting import live_duration
 from dagrun.webapp.graph_view import GraphPicture, picture
@@ -133,25 +135,25 @@ def read_dag_list(
 ) -> tuple[list[DagInfo], dict[str, list[RunRow]], int]:
     """The DAGs, their recent runs and the import error count, inside the caller's read."""
     now = store.now(conn)
-    rows = reads.active_dags(conn)
-    latest = reads.latest_runs(conn, [r.dag_id for r in rows])
+    rows = dag_reads.active_dags(conn)
+    latest = run_reads.latest_runs(conn, [r.dag_id for r in rows])
     infos = [DagInfo.of(row, now, latest.get(row.dag_id)) for row in rows]
-    recent = reads.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
-    return infos, recent, len(reads.import_errors(conn))
+    recent = run_reads.recent_runs(conn, [i.dag_id for i in infos], RECENT_RUNS_PER_DAG)
+    return infos, recent, len(dag_reads.import_errors(conn))
 
 
 def read_dag(store: Store, conn: Connection, dag_id: str) -> DagInfo:
     """One DAG, active or not: runs outlive the file that made them, so their grid does too."""
-    latest = reads.latest_runs(conn, [dag_id]).get(dag_id)
-    return DagInfo.of(reads.get_dag(conn, dag_id, active=False), store.now(conn), latest)
+    latest = run_reads.latest_runs(conn, [dag_id]).get(dag_id)
+    return DagInfo.of(dag_reads.get_dag(conn, dag_id, active=False), store.now(conn), latest)
 
 
 def read_grid(store: Store, dag_id: str, paging: Paging, shape: GridShape) -> GridView:
     with store.read() as conn:
         now = store.now(conn)
         info = read_dag(store, conn, dag_id)
-        page = reads.grid_page(conn, dag_id, paging.before, paging.runs, shape.expand)
-        active = reads.has_active_runs(conn, dag_id)
+        page = task_reads.grid_page(conn, dag_id, paging.before, paging.runs, shape.expand)
+        active = run_reads.has_active_runs(conn, dag_id)
     columns = grid_columns(dag_id, info.spec.timetable.tz, page.runs)
     groups = {t.task_id: t.group for t in info.spec.tasks}
     mapped = info.spec.mapped_ids | page.mapped_ids
@@ -164,9 +166,9 @@ def read_run(store: Store, dag_id: str, run_id: str) -> RunView:
     with store.read() as conn:
         now = store.now(conn)
         info = read_dag(store, conn, dag_id)
-        run = reads.run_by_id(conn, dag_id, run_id)
-        instances = reads.task_instances(conn, [run.id])
-        attempts = reads.run_attempts(conn, run.id)
+        run = run_reads.run_by_id(conn, dag_id, run_id)
+        instances = task_reads.task_instances(conn, [run.id])
+        attempts = task_reads.run_attempts(conn, run.id)
     return RunView(info, run, task_lines(info, instances, attempts, now))
 
 
@@ -175,9 +177,9 @@ def read_graph(store: Store, dag_id: str, run_id: str | None) -> GraphView:
     its newest runs to pick from."""
     with store.read() as conn:
         info = read_dag(store, conn, dag_id)
-        run = reads.run_by_id(conn, dag_id, run_id) if run_id is not None else None
-        instances = reads.task_instances(conn, [run.id]) if run is not None else []
-        recent = reads.runs(conn, dag_id, limit=GRAPH_RECENT_RUNS, newest_first=True)
+        run = run_reads.run_by_id(conn, dag_id, run_id) if run_id is not None else None
+        instances = task_reads.task_instances(conn, [run.id]) if run is not None else []
+        recent = run_reads.runs(conn, dag_id, limit=GRAPH_RECENT_RUNS, newest_first=True)
     return GraphView(info, run, recent, picture(info.spec, run, instances))
 
 
@@ -225,5 +227,5 @@ def read_audit(store: Store, dag_id: str | None, limit: str | None) -> list[audi
         limit = 100
     with store.read() as conn:
         if dag_id is not None:
-            reads.get_dag(conn, dag_id)
+            dag_reads.get_dag(conn, dag_id)
         return audit.entries(conn, dag_id, limit)

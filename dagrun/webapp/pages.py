@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from dagrun.states import RunState
-from dagrun.store import reads
+from dagrun.store import dag_reads, run_reads, task_reads
 from dagrun.webapp.asset_views import read_assets, read_dag_assets
 from dagrun.webapp.callback_views import read_callback, read_callbacks
 from dagrun.webapp.durations import MAX_RUNS, read_durations, runs_param
@@ -30,7 +30,7 @@ from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Pagin
 from dagrun.webapp.templates import render
 
 if TYPE_CHECKING:
-    from dagrun.store.reads import RunRow
+    from dagrun.store.run_reads import RunRow
     from dagrun.webapp.app import Site
     from dagrun.webapp.models import DagInfo
 
@@ -62,7 +62,7 @@ def _refresh(site: Site, request: Request, active: bool) -> int:
 def dag_list(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
         infos, recent, errors = read_dag_list(site.store, conn)
-        active = reads.has_active_runs(conn)
+        active = run_reads.has_active_runs(conn)
     return _page(
         site,
         "dags.html",
@@ -75,7 +75,7 @@ def dag_list(site: Site, request: Request) -> Response:
 
 def import_errors(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
-        errors = reads.import_errors(conn)
+        errors = dag_reads.import_errors(conn)
     return _page(site, "errors.html", request, errors=errors)
 
 
@@ -154,13 +154,15 @@ def log(
     index = _map_index(request)
     with site.store.read() as conn:
         info = read_dag(site.store, conn, dag_id)
-        dag_run = reads.run_by_id(conn, dag_id, run_id)
+        dag_run = run_reads.run_by_id(conn, dag_id, run_id)
         try:
-            instance = reads.task_instance(conn, dag_run, task_id, index)
-        except reads.MappedTaskError as exc:
+            instance = task_reads.task_instance(conn, dag_run, task_id, index)
+        except task_reads.MappedTaskError as exc:
             raise BadRequest(f"{exc} (?map_index=N)") from None
-        others = reads.attempts(conn, instance.id)
-        attempt = reads.attempt(conn, dag_id, dag_run.id, task_id, int(try_number), instance.id)
+        others = task_reads.attempts(conn, instance.id)
+        attempt = task_reads.attempt(
+            conn, dag_id, dag_run.id, task_id, int(try_number), instance.id
+        )
     text = read_log(attempt, site.logs_root, site.log_tail_bytes)
     return _dag_page(
         site,

@@ -11,7 +11,7 @@ from sqlalchemy import select
 from dagrun.authoring import mapping
 from dagrun.runtime.driver import RunDriver
 from dagrun.runtime.worker import WorkerOptions
-from dagrun.store import operator_actions, reads
+from dagrun.store import dag_reads, operator_actions
 from dagrun.store.schema import task_attempt, task_instance
 from tests.helpers import run_once, write_dag
 
@@ -184,7 +184,7 @@ def test_a_failed_index_fails_downstream_and_clearing_it_reruns_only_it(store, d
     }
     fixed.touch()
     with store.write() as conn:
-        spec = reads.get_dag(conn, "divide").spec
+        spec = dag_reads.get_dag(conn, "divide").spec
         cleared = operator_actions.clear_runs(
             conn, spec, {run.id: {"divide", "total"}}, store.now(conn), map_index=1
         )

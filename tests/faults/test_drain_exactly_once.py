@@ -11,7 +11,7 @@ from sqlalchemy import func, select
 
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunType
-from dagrun.store import Store, reads, runs
+from dagrun.store import Store, dag_reads, runs
 from dagrun.store.schema import task_attempt, task_instance
 from tests.helpers import start_cli, stop_process, wait_until, write_dag
 
@@ -42,7 +42,7 @@ def queue_many(store: Store, dags_dir, effects, run_count: int) -> int:
     )
     sync_dags(store, str(dags_dir))
     with store.write() as conn:
-        spec = reads.get_dag(conn, "wide").spec
+        spec = dag_reads.get_dag(conn, "wide").spec
         now = store.now(conn)
         first = datetime(2020, 1, 1, tzinfo=UTC)
         last = datetime(2020, 1, run_count, tzinfo=UTC) if run_count <= 31 else None

@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import func, select
 
 from dagrun.runtime.dag_sync import sync_dags
-from dagrun.store import Store, reads
+from dagrun.store import Store, dag_reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
 from tests.helpers import start_cli, stop_process, wait_until, write_dag
 
@@ -38,7 +38,7 @@ def runs_by_dag(store: Store) -> dict[str, list[datetime]]:
 
 def expected_dates(store: Store, now: datetime) -> dict[str, list[datetime]]:
     with store.read() as conn:
-        specs = [row.spec for row in reads.active_dags(conn)]
+        specs = [row.spec for row in dag_reads.active_dags(conn)]
     return {
         s.dag_id: [i.start for i in s.timetable.due_intervals(None, now, catchup=True)]
         for s in specs

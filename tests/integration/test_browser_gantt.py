@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dagrun.store import reads
+from dagrun.store import run_reads
 from dagrun.webapp.urls import durations_url, gantt_url
 from tests.integration import browser
 
@@ -85,7 +85,7 @@ def served(cli_env, dags_dir) -> Iterator[tuple[str, str]]:
     backfill = browser.backfilled(cli_env, dags_dir, "demo", DEMO_DAG, "2026-01-01", "2026-01-03")
     with backfill as (store, app):
         with store.read() as conn:
-            failed = [r for r in reads.runs(conn, "demo") if r.state == "failed"]
+            failed = [r for r in run_reads.runs(conn, "demo") if r.state == "failed"]
         assert len(failed) == 1
         gantt = gantt_url("demo", failed[0].run_id) + "?refresh=0"
         probe = PROBE.format(gantt=html.escape(gantt), durations=durations_url("demo"))

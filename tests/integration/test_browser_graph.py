@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from dagrun.store import reads
+from dagrun.store import run_reads
 from dagrun.webapp.urls import graph_url
 from tests.integration import browser
 
@@ -97,7 +97,7 @@ def served(cli_env, dags_dir) -> Iterator[tuple[str, str]]:
     )
     with backfill as (store, app):
         with store.read() as conn:
-            (run,) = reads.runs(conn, "shapes")
+            (run,) = run_reads.runs(conn, "shapes")
         graph = graph_url("shapes", run.run_id)
         probe = PROBE.replace("__SRC__", html.escape(graph))
         with browser.serving(browser.with_probe(app, probe)) as base:

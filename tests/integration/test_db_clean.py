@@ -14,7 +14,7 @@ import pytest
 
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunState
-from dagrun.store import Store, reads, runs
+from dagrun.store import Store, dag_reads, run_reads, runs
 from dagrun.timing.timetable import DataInterval
 from tests.helpers import (
     cli_json,
@@ -136,7 +136,7 @@ HISTORY_RUNS = 1000
 
 def states(store: Store, dag_id: str) -> dict[str, tuple[str, datetime]]:
     with store.read() as conn:
-        return {r.run_id: (r.state, r.logical_date) for r in reads.runs(conn, dag_id)}
+        return {r.run_id: (r.state, r.logical_date) for r in run_reads.runs(conn, dag_id)}
 
 
 def blocker_states(store: Store) -> list[str]:
@@ -158,7 +158,7 @@ class Trigger(threading.Thread):
     def run(self) -> None:
         try:
             with self.store.read() as conn:
-                spec = reads.get_dag(conn, "live").spec
+                spec = dag_reads.get_dag(conn, "live").spec
             while not self.stop.wait(0.1):
                 key = f"during-{len(self.made)}"
                 with self.store.write() as conn:

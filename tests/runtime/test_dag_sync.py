@@ -10,7 +10,7 @@ import pytest
 
 from dagrun.errors import DagNotFound
 from dagrun.runtime.dag_sync import sync_dags
-from dagrun.store import Store, reads, registry
+from dagrun.store import Store, dag_reads, registry
 from tests.helpers import write_dag
 
 
@@ -43,17 +43,17 @@ def imports(counter: Path) -> list[str]:
 
 def active(store: Store) -> dict[str, str]:
     with store.read() as conn:
-        return {r.dag_id: r.fileloc for r in reads.active_dags(conn)}
+        return {r.dag_id: r.fileloc for r in dag_reads.active_dags(conn)}
 
 
 def errors(store: Store) -> dict[str, str]:
     with store.read() as conn:
-        return {e.path: e.error for e in reads.import_errors(conn)}
+        return {e.path: e.error for e in dag_reads.import_errors(conn)}
 
 
-def dag_row(store: Store, dag_id: str) -> reads.DagRow:
+def dag_row(store: Store, dag_id: str) -> dag_reads.DagRow:
     with store.read() as conn:
-        return reads.get_dag(conn, dag_id)
+        return dag_reads.get_dag(conn, dag_id)
 
 
 def sync(store: Store, dags_dir: Path):
@@ -78,7 +78,7 @@ def test_sync_records_dags_and_import_errors(store: Store, dags_dir: Path):
     assert row.is_paused is False
     assert errors(store) == {str(bad): "ZeroDivisionError: division by zero"}
     with store.read() as conn:
-        assert reads.import_errors(conn)[0].error_line == 1
+        assert dag_reads.import_errors(conn)[0].error_line == 1
 
 
 def test_only_changed_files_are_imported_again(sqlite_store: Store, dags_dir: Path, tmp_path):
@@ -140,7 +140,7 @@ def test_editing_a_helper_parses_the_files_that_import_it(store: Store, dags_dir
     bystander = write_dag(dags_dir, "bystander.py", simple_dag("bystander"))
     sync(store, dags_dir)
     with store.read() as conn:
-        assert reads.known_files(conn)[str(user)].depends_on == (str(dags_dir / "shared.py"),)
+        assert dag_reads.known_files(conn)[str(user)].depends_on == (str(dags_dir / "shared.py"),)
     write_dag(dags_dir, "shared.py", 'COMMAND = "echo two"\n')
     report = sync(store, dags_dir)
     assert str(user) in report.parsed and str(bystander) not in report.parsed
@@ -178,13 +178,13 @@ def test_a_broken_edit_keeps_the_last_good_dag_beside_its_error(store: Store, da
     assert row.spec == spec and row.is_active
     assert "RuntimeError: half-finished edit" in row.error == errors(store)[str(path)]
     with store.read() as conn:
-        assert reads.good_source(conn, str(path)).strip() == good.strip()
-        assert reads.known_files(conn)[str(path)].dag_ids == ("kept",)
+        assert dag_reads.good_source(conn, str(path)).strip() == good.strip()
+        assert dag_reads.known_files(conn)[str(path)].dag_ids == ("kept",)
     write_dag(dags_dir, "kept.py", good.replace("echo", "echo fixed"))
     sync(store, dags_dir)
     assert dag_row(store, "kept").error is None and str(path) not in errors(store)
     with store.read() as conn:
-        assert "echo fixed" in reads.good_source(conn, str(path))
+        assert "echo fixed" in dag_reads.good_source(conn, str(path))
     write_dag(dags_dir, "kept.py", "raise RuntimeError('broken again')\n")
     sync(store, dags_dir)
     assert "kept" in active(store)
@@ -213,8 +213,8 @@ def test_removed_file_deactivates_its_dags(store: Store, dags_dir: Path):
     with pytest.raises(DagNotFound):
         dag_row(store, "gone")
     with store.read() as conn:
-        assert reads.load_spec(conn, "gone").dag_id == "gone"
-        assert str(gone) not in reads.known_files(conn)
+        assert dag_reads.load_spec(conn, "gone").dag_id == "gone"
+        assert str(gone) not in dag_reads.known_files(conn)
 
 
 def test_removed_bad_file_clears_its_import_error(sqlite_store: Store, dags_dir: Path):

@@ -10,7 +10,7 @@ from sqlalchemy import func, select
 from dagrun.runtime import scheduler
 from dagrun.runtime.scheduler import Scheduler
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import attempts, operator_actions, reads, registry
+from dagrun.store import attempts, dag_reads, operator_actions, registry
 from dagrun.store.attempts import Outcome
 from dagrun.store.schema import dag_run, task_instance
 from tests.helpers import write_dag
@@ -107,7 +107,7 @@ def test_catchup_false_never_builds_a_backlog_past_max_active_runs(store, dags_d
     assert run_states(store) == ["running"], "no backlog of waiting runs"
     with store.write() as conn:
         [pk] = conn.execute(select(dag_run.c.id)).scalars().all()
-        spec = reads.get_dag(conn, "daily").spec
+        spec = dag_reads.get_dag(conn, "daily").spec
         operator_actions.cancel_run(conn, spec, pk, clock.now)
     sched.tick()
     assert run_states(store) == ["failed", "running"]

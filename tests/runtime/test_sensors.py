@@ -18,7 +18,7 @@ from dagrun.parsing.loader import build_spec, load_file
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.sensors import ExternalTaskSensor, FileSensor, TimeDeltaSensor
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import Store, attempts, operator_actions, pools, reads, registry, upkeep
+from dagrun.store import Store, attempts, operator_actions, pools, registry, run_reads, upkeep
 from dagrun.store.schema import task_attempt, task_instance
 from tests.helpers import run_once, write_dag
 from tests.store.test_store import OWNER, attempt_rows, claim, run_state, start, ti_row, ti_states
@@ -100,7 +100,7 @@ def test_an_unmet_poke_waits_holding_nothing_and_gives_its_try_back(store: Store
     (attempt,) = attempt_rows(store, c.ti_id)
     assert (attempt.try_number, attempt.outcome, attempt.error) == (1, RESCHEDULED, None)
     with store.read() as conn:
-        assert reads.has_pending_tasks(conn, "watch"), "a waiting sensor is not stuck"
+        assert run_reads.has_pending_tasks(conn, "watch"), "a waiting sensor is not stuck"
         assert pools.missing_pools(conn) == []
 
 

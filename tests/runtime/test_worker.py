@@ -9,7 +9,7 @@ from sqlalchemy import select
 
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.runtime.worker import Worker, WorkerOptions
-from dagrun.store import logfiles, reads
+from dagrun.store import dag_reads, logfiles, run_reads, task_reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
 from tests.helpers import queue_run, run_once, start_cli, stop_process, wait_until, write_dag
 
@@ -88,7 +88,7 @@ def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir)
     assert tasks["downstream"].state == "upstream_failed"
     assert tasks["cleanup"].state == "success"
     with store.read() as conn:
-        dead = reads.dead_letters(conn, "bad")
+        dead = task_reads.dead_letters(conn, "bad")
     assert [(d.task_id, d.try_number) for d in dead] == [("reject", 1)]
     assert dead[0].error == "NonRetryableError: HTTP 404 for customer feed"
 
@@ -112,7 +112,7 @@ def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
     assert run.state == "failed"
     assert tasks["boom"].try_number == 3
     with store.read() as conn:
-        dead = reads.dead_letters(conn)
+        dead = task_reads.dead_letters(conn)
     assert dead[0].error == "ValueError: bad row in try 3"
 
 
@@ -230,7 +230,7 @@ def test_same_named_helpers_in_two_folders_stay_apart(sqlite_store, dags_dir):
     options = WorkerOptions(concurrency=1, log_dir=dags_dir.parent / "logs")
 
     def stop_when_done(conn, _completion, _now) -> None:
-        if reads.all_finished(conn, list(runs.values())):
+        if run_reads.all_finished(conn, list(runs.values())):
             worker.stop()
 
     worker = Worker(sqlite_store, options, on_commit=stop_when_done)
@@ -373,7 +373,7 @@ def test_a_worker_keeps_no_facts_of_runs_that_ended(sqlite_store, dags_dir, tmp_
     )
     sync_dags(sqlite_store, str(dags_dir))
     with sqlite_store.write() as conn:
-        spec = reads.get_dag(conn, "many").spec
+        spec = dag_reads.get_dag(conn, "many").spec
         now = sqlite_store.now(conn)
         pks = [
             runs.create_manual_run(conn, spec, DataInterval(now, now), f"r{i}", now)[0]

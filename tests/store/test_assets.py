@@ -16,8 +16,7 @@ from dagrun.parsing.loader import build_spec
 from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.runtime.scheduler import Scheduler
 from dagrun.states import AttemptOutcome, RunState, RunType
-from dagrun.store import Store, assets, attempts, operator_actions, reads, sql
-from dagrun.store import statements as q
+from dagrun.store import Store, assets, attempts, operator_actions, run_reads, sql
 from tests.helpers import bare_spec
 from tests.store.test_store import claim, complete, make_spec, outcome, register, start
 
@@ -33,7 +32,7 @@ def event(store: Store, asset: str, key: str, fingerprint: str | None = None) ->
             "b_task_id": "t",
             "b_created_at": store.now(conn),
         }
-        sql.execute(conn, q.INSERT_ASSET_EVENTS, row)
+        sql.execute(conn, assets.INSERT_ASSET_EVENTS, row)
 
 
 def consumer(store: Store, *names: str) -> DagSpec:
@@ -44,16 +43,16 @@ def consumer(store: Store, *names: str) -> DagSpec:
     return spec
 
 
-def report_runs(store: Store) -> list[reads.RunRow]:
+def report_runs(store: Store) -> list[run_reads.RunRow]:
     with store.read() as conn:
-        return sorted(reads.runs(conn, "report"), key=lambda r: r.logical_date)
+        return sorted(run_reads.runs(conn, "report"), key=lambda r: r.logical_date)
 
 
 def tick(store: Store) -> None:
     Scheduler(store, None).tick()
 
 
-def finish(store: Store, spec: DagSpec, run: reads.RunRow) -> None:
+def finish(store: Store, spec: DagSpec, run: run_reads.RunRow) -> None:
     with store.write() as conn:
         operator_actions.mark_run(conn, spec, run.id, RunState.SUCCESS, "done", store.now(conn))
 
@@ -144,7 +143,7 @@ def test_a_success_with_outlets_writes_an_event_with_the_partition_fingerprint(s
     start(store, spec, 2, 2)
     first, second = claim(store)[0]
     with store.write() as conn:
-        run_date = reads.run_by_pk(conn, first.run_pk).logical_date
+        run_date = run_reads.run_by_pk(conn, first.run_pk).logical_date
         key = assets.partition_key(run_date, "Asia/Dhaka")
         attempts.record_partition_write(
             conn,

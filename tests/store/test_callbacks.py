@@ -12,7 +12,7 @@ from sqlalchemy import select
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, CallbackEvent, CallbackState, RunType
-from dagrun.store import Store, callbacks, operator_actions, reads, runs, sql, upkeep
+from dagrun.store import Store, callbacks, operator_actions, run_reads, runs, sql, upkeep
 from dagrun.store.logfiles import LogRange
 from dagrun.store.schema import callback
 from tests.store.test_store import (
@@ -269,7 +269,7 @@ def test_runs_made_by_hand_are_heard_like_others(store: Store):
         interval = days(1)[0]
         pk, _ = runs.create_manual_run(conn, spec, interval, "by-hand", store.now(conn))
         runs.admit_and_start(conn, spec, store.now(conn))
-        assert reads.run_by_pk(conn, pk).run_type == RunType.MANUAL.value
+        assert run_reads.run_by_pk(conn, pk).run_type == RunType.MANUAL.value
     [c], _ = claim(store)
     complete(store, spec, outcome(c, AttemptOutcome.FAILED))
     assert [c.run_id for c in take(store)] == ["by-hand"]

@@ -6,7 +6,7 @@ from __future__ import annotations
 from datetime import timedelta
 
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
-from dagrun.store import Store, attempts, audit, operator_actions, reads, runs, upkeep
+from dagrun.store import Store, attempts, audit, operator_actions, run_reads, runs, upkeep
 from dagrun.timing.timetable import DataInterval
 from tests.store.test_store import (
     OWNER,
@@ -71,7 +71,7 @@ def test_cancel_of_a_run_not_started_skips_every_task(store: Store):
     register(store, spec)
     with store.write() as conn:
         runs.create_runs(conn, spec, days(1), RunType.SCHEDULED, T0)
-        [run] = reads.runs(conn, spec.dag_id)
+        [run] = run_reads.runs(conn, spec.dag_id)
     done = change(store, operator_actions.cancel_run, spec, run.id)
     assert done.after == RunState.FAILED and done.stopped == 0
     assert set(ti_states(store, run.id).values()) == {"skipped"}
@@ -189,7 +189,7 @@ def test_manual_runs_are_unique_by_run_id_not_by_date(store: Store):
     second, created = manual_run(store, spec, "b")
     assert created and second != first
     with store.read() as conn:
-        assert reads.run_by_pk(conn, first).conf == {"n": 1}
+        assert run_reads.run_by_pk(conn, first).conf == {"n": 1}
 
 
 def test_a_run_delayed_to_later_takes_no_slot_until_then(store: Store):

@@ -8,7 +8,7 @@ from itertools import pairwise
 from sqlalchemy import select
 
 from dagrun.states import AttemptOutcome
-from dagrun.store import attempts, pools, reads, registry
+from dagrun.store import attempts, dag_reads, pools, registry
 from dagrun.store.attempts import Outcome
 from dagrun.store.schema import task_attempt
 from tests.helpers import most_at_once, queue_run, run_cli, run_once, write_dag
@@ -60,7 +60,7 @@ def test_a_full_pool_holds_its_tasks_back(store, dags_dir):
     (second,) = claim(store)
     assert second.task_id.startswith("load")
     with store.read() as conn:
-        (row,) = reads.pool_rows(conn)
+        (row,) = dag_reads.pool_rows(conn)
     assert (row.name, row.slots, row.running, row.queued) == ("db", 1, 1, 1)
 
 
@@ -139,7 +139,7 @@ def test_max_active_tasks_caps_a_dag_across_its_runs(store, dags_dir):
     finish(store, first[:1])
     assert len(claim(store)) == 1
     with store.read() as conn:
-        assert reads.pool_rows(conn) == []
+        assert dag_reads.pool_rows(conn) == []
 
 
 def test_a_capped_task_in_a_pool_waits_for_both(store, dags_dir):

@@ -20,7 +20,7 @@ import pytest
 from sqlalchemy import event
 
 from bench import web_grid
-from dagrun.store import Store, reads, sql
+from dagrun.store import Store, run_reads, sql, task_reads
 
 RUNS = 300
 FULL_SCAN = {
@@ -74,20 +74,20 @@ def plan(store: Store, statement: str, parameters) -> str:
 
 def deep(store: Store):
     with store.read() as conn:
-        return reads.runs(conn, "wide")[RUNS // 2].logical_date
+        return run_reads.runs(conn, "wide")[RUNS // 2].logical_date
 
 
 READS = {
-    "grid page, newest": lambda conn, before: reads.grid_page(conn, "wide", None, 25),
-    "grid page, deep": lambda conn, before: reads.grid_page(conn, "wide", before, 25),
-    "recent runs per DAG (the DAG list)": lambda conn, before: reads.recent_runs(
+    "grid page, newest": lambda conn, before: task_reads.grid_page(conn, "wide", None, 25),
+    "grid page, deep": lambda conn, before: task_reads.grid_page(conn, "wide", before, 25),
+    "recent runs per DAG (the DAG list)": lambda conn, before: run_reads.recent_runs(
         conn, ["wide", "fresh"], 10
     ),
-    "latest runs (the DAG list, the DAG header)": lambda conn, before: reads.latest_runs(
+    "latest runs (the DAG list, the DAG header)": lambda conn, before: run_reads.latest_runs(
         conn, ["wide", "fresh"]
     ),
-    "has active runs, any DAG": lambda conn, before: reads.has_active_runs(conn),
-    "has active runs, one DAG": lambda conn, before: reads.has_active_runs(conn, "wide"),
+    "has active runs, any DAG": lambda conn, before: run_reads.has_active_runs(conn),
+    "has active runs, one DAG": lambda conn, before: run_reads.has_active_runs(conn, "wide"),
 }
 
 
@@ -108,8 +108,8 @@ def test_the_bulk_fill_writes_what_the_store_reads(web_store: Store) -> None:
     the run, and its task instances read back as aware datetimes."""
     day = web_grid.START + timedelta(days=5)
     with web_store.read() as conn:
-        run = reads.run_by_date(conn, "wide", day)
-        rows = reads.task_instances(conn, [run.id])
+        run = run_reads.run_by_date(conn, "wide", day)
+        rows = task_reads.task_instances(conn, [run.id])
     assert run.logical_date == day and run.run_id == f"scheduled__{day.isoformat()}"
     assert len(rows) == 30
     assert rows[0].start_date == day + timedelta(days=1)
@@ -140,9 +140,9 @@ def test_the_latest_run_of_a_dag_costs_the_same_at_any_history(sqlite_store: Sto
     of the index, not every run (a GROUP BY max() read 100,000 runs per page at W5XL)."""
     web_grid.fill(sqlite_store, web_grid.make_spec("short", 2), 20)
     web_grid.fill(sqlite_store, web_grid.make_spec("long", 2), 4_000)
-    short = vm_steps(sqlite_store, lambda conn: reads.latest_runs(conn, ["short"]))
-    long = vm_steps(sqlite_store, lambda conn: reads.latest_runs(conn, ["long"]))
+    short = vm_steps(sqlite_store, lambda conn: run_reads.latest_runs(conn, ["short"]))
+    long = vm_steps(sqlite_store, lambda conn: run_reads.latest_runs(conn, ["long"]))
     assert long <= short + 2, (short, long)
     with sqlite_store.read() as conn:
-        latest = reads.latest_runs(conn, ["short", "long"])
-        assert latest == {d: reads.runs(conn, d)[-1].logical_date for d in ("short", "long")}
+        latest = run_reads.latest_runs(conn, ["short", "long"])
+        assert latest == {d: run_reads.runs(conn, d)[-1].logical_date for d in ("short", "long")}

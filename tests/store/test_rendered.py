@@ -14,6 +14,7 @@ import pytest
 from sqlalchemy import create_engine, inspect
 
 from dagrun.store import Store, rendered, schema, sql, statements
+from tests.store import store_statements
 
 
 @pytest.fixture
@@ -43,13 +44,16 @@ def fresh(statement: sql.Statement) -> sql.Statement:
 @pytest.mark.parametrize("name", ["sqlite", "postgresql"])
 def test_every_statement_runs_as_compiled_after_a_round_trip_through_the_file(cache, name):
     """What a later process reads back renders the same SQL, binds its values the same
-    way and reads its rows into the same types, for every statement of the catalogue."""
+    way and reads its rows into the same types, for every statement of the store: the
+    catalogue's, the reads' and those beside their own modules."""
     d = dialect(name)
-    for statement in statements.CATALOGUE.values():
+    every = [statement for _, statement in store_statements().values()]
+    assert set(statements.CATALOGUE.values()) <= set(every)
+    for statement in every:
         rendered.put(name, statement.name, sql.Layout.of(statement.expression(name), d))
     rendered.save()
     rendered.forget()
-    for statement in statements.CATALOGUE.values():
+    for statement in every:
         layout = rendered.get(name, statement.name)
         compiled = sql.Layout.of(statement.expression(name), d)
         assert layout is not None, statement.name

@@ -13,6 +13,7 @@ from sqlalchemy.exc import IntegrityError
 from dagrun.errors import StoreError
 from dagrun.store import Store, sql, statements
 from dagrun.store.schema import meta, pool, task_instance
+from tests.store import store_statements
 
 T0 = datetime(2026, 3, 29, 0, 30, tzinfo=UTC)
 
@@ -118,6 +119,23 @@ def test_every_statement_of_the_catalogue_is_named_described_and_renders(store: 
     for name, statement in statements.CATALOGUE.items():
         assert statement.name == name and name.islower()
         assert len(statement.purpose) > 20 and statement.purpose.endswith("."), name
+        for dialect in ("sqlite", "postgresql"):
+            assert statement.prepared(_dialect(dialect)).sql, (name, dialect)
+
+
+def test_every_statement_of_the_store_is_named_after_its_module_described_and_renders(
+    store: Store,
+):
+    """Statements outside the catalogue (the reads, the configuration rows', retention's)
+    are named like its own, after their module, so their rendering is kept too."""
+    found = store_statements()
+    assert len(found) > len(statements.CATALOGUE) + 100
+    for name, (module, statement) in found.items():
+        if module == "statements":
+            assert name in statements.CATALOGUE, name
+        else:
+            assert name.startswith(f"{module}.") and name.islower(), name
+        assert len(statement.purpose) > 10 and statement.purpose.endswith("."), name
         for dialect in ("sqlite", "postgresql"):
             assert statement.prepared(_dialect(dialect)).sql, (name, dialect)
 

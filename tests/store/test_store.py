@@ -19,9 +19,9 @@ from dagrun.errors import DagNotFound, StoreError
 from dagrun.parsing.loader import build_spec
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
-from dagrun.store import Store, attempts, reads, registry, runs, schema, statements, upkeep
-from dagrun.store.engine import dialect_insert
+from dagrun.store import Store, attempts, dag_reads, registry, runs, schema, statements, upkeep
 from dagrun.store.schema import audit_log, dag_run, meta, task_attempt, task_instance
+from dagrun.store.sql import dialect_insert
 from dagrun.timing.timetable import DataInterval
 
 ti = task_instance
@@ -101,7 +101,7 @@ def test_a_second_store_on_the_same_url_shares_the_database(store: Store):
     try:
         with other.read() as conn:
             assert other.schema_version(conn) == schema.SCHEMA_VERSION
-            assert reads.get_dag(conn, "pipe").spec == make_spec()
+            assert dag_reads.get_dag(conn, "pipe").spec == make_spec()
     finally:
         other.dispose()
     assert count(store, meta) == 1
@@ -568,19 +568,19 @@ def test_registry_save_and_read(store: Store):
         registry.save_file(conn, "/d/two.py", "h2", [two], None, None, T0)
         registry.save_file(conn, "/d/bad.py", "h3", [], "SyntaxError: x", 3, T0)
     with store.read() as conn:
-        known = reads.known_files(conn)
+        known = dag_reads.known_files(conn)
         assert known["/d/one.py"].content_hash == "h1"
         assert known["/d/one.py"].dag_ids == ("one",)
         assert known["/d/bad.py"].error == "SyntaxError: x"
-        assert [d.dag_id for d in reads.active_dags(conn)] == ["one", "two"]
-        row = reads.get_dag(conn, "one")
+        assert [d.dag_id for d in dag_reads.active_dags(conn)] == ["one", "two"]
+        row = dag_reads.get_dag(conn, "one")
         assert row.spec == one
         assert (row.fileloc, row.is_paused, row.cursor) == ("/d/one.py", False, None)
-        errors = reads.import_errors(conn)
+        errors = dag_reads.import_errors(conn)
         assert [(e.path, e.error, e.error_line) for e in errors] == [
             ("/d/bad.py", "SyntaxError: x", 3)
         ]
-        assert reads.load_spec(conn, "two") == two
+        assert dag_reads.load_spec(conn, "two") == two
 
 
 def test_registry_resave_updates_the_file_and_the_spec(store: Store):
@@ -589,8 +589,8 @@ def test_registry_resave_updates_the_file_and_the_spec(store: Store):
     with store.write() as conn:
         registry.save_file(conn, "/d/p.py", "h2", [changed], None, None, T0)
     with store.read() as conn:
-        assert reads.known_files(conn)["/d/p.py"].content_hash == "h2"
-        assert reads.get_dag(conn, "pipe").spec.max_active_runs == 3
+        assert dag_reads.known_files(conn)["/d/p.py"].content_hash == "h2"
+        assert dag_reads.get_dag(conn, "pipe").spec.max_active_runs == 3
 
 
 def test_set_paused_round_trip(store: Store):
@@ -598,19 +598,19 @@ def test_set_paused_round_trip(store: Store):
     with store.write() as conn:
         registry.set_paused(conn, "pipe", True)
     with store.read() as conn:
-        assert reads.get_dag(conn, "pipe").is_paused is True
+        assert dag_reads.get_dag(conn, "pipe").is_paused is True
     with store.write() as conn:
         registry.set_paused(conn, "pipe", False)
     with store.read() as conn:
-        assert reads.get_dag(conn, "pipe").is_paused is False
+        assert dag_reads.get_dag(conn, "pipe").is_paused is False
 
 
 def test_unknown_dags_raise_dag_not_found(store: Store):
     with store.read() as conn:
         with pytest.raises(DagNotFound, match="unknown DAG 'nope'"):
-            reads.get_dag(conn, "nope")
+            dag_reads.get_dag(conn, "nope")
         with pytest.raises(DagNotFound):
-            reads.load_spec(conn, "nope")
+            dag_reads.load_spec(conn, "nope")
     with pytest.raises(DagNotFound), store.write() as conn:
         registry.set_paused(conn, "nope", True)
     assert issubclass(DagNotFound, LookupError)
@@ -622,11 +622,11 @@ def test_deactivated_dags_are_not_found_but_keep_their_spec(store: Store):
         registry.forget_files(conn, ["/d/g.py"])
         registry.deactivate_missing(conn, {"keep"})
     with store.read() as conn:
-        assert [d.dag_id for d in reads.active_dags(conn)] == ["keep"]
-        assert "/d/g.py" not in reads.known_files(conn)
+        assert [d.dag_id for d in dag_reads.active_dags(conn)] == ["keep"]
+        assert "/d/g.py" not in dag_reads.known_files(conn)
         with pytest.raises(DagNotFound):
-            reads.get_dag(conn, "gone")
-        assert reads.load_spec(conn, "gone").dag_id == "gone"
+            dag_reads.get_dag(conn, "gone")
+        assert dag_reads.load_spec(conn, "gone").dag_id == "gone"
     with pytest.raises(DagNotFound), store.write() as conn:
         registry.set_paused(conn, "gone", True)
 

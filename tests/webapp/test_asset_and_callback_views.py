@@ -12,8 +12,7 @@ import pytest
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.dag_sync import sync_dags
-from dagrun.store import Store, assets, audit, callbacks, reads, runs, sql
-from dagrun.store import statements as q
+from dagrun.store import Store, assets, audit, callbacks, dag_reads, runs, sql
 from dagrun.timing.timetable import DataInterval
 from dagrun.webapp import WebApp, run_url
 from tests.helpers import write_dag
@@ -52,7 +51,7 @@ DAGS = """
 
 def spec_of(store: Store, dag_id: str) -> DagSpec:
     with store.read() as conn:
-        return reads.get_dag(conn, dag_id).spec
+        return dag_reads.get_dag(conn, dag_id).spec
 
 
 def look(store: Store, dag_id: str) -> None:
@@ -111,7 +110,7 @@ def test_a_new_event_is_new_until_the_scheduler_looks(app, sqlite_store):
         event = {"b_asset": "daily_summary", "b_partition_key": "2026-01-05", "b_fingerprint": "f"}
         event |= {"b_dag_id": None, "b_run_pk": None, "b_task_id": None}
         sql.execute_many(
-            conn, q.INSERT_ASSET_EVENTS, [event | {"b_created_at": sqlite_store.now(conn)}]
+            conn, assets.INSERT_ASSET_EVENTS, [event | {"b_created_at": sqlite_store.now(conn)}]
         )
     [waited] = call(app, "/api/dags/report/assets").json()["waits_for"]
     assert (waited["status"], waited["latest_event"]["partition_key"]) == ("new", "2026-01-05")

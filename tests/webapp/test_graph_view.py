@@ -12,7 +12,7 @@ import pytest
 from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunType
-from dagrun.store import Store, reads, registry, runs
+from dagrun.store import Store, dag_reads, registry, runs
 from dagrun.webapp import WebApp, graph_view, run_url
 from dagrun.webapp.graph_view import BOX_HEIGHT, BOX_WIDTH, Layout, compute_layout, layout_of
 from dagrun.webapp.urls import graph_url
@@ -206,7 +206,7 @@ def pipes(sqlite_store: Store, tmp_path: Path) -> tuple[WebApp, str]:
     write_dag(tmp_path / "dags", "pipes.py", PIPES_DAG)
     sync_dags(sqlite_store, str(tmp_path / "dags"))
     with sqlite_store.read() as conn:
-        spec = reads.get_dag(conn, "pipes").spec
+        spec = dag_reads.get_dag(conn, "pipes").spec
     (run_id,) = make_runs(sqlite_store, spec, 1)
     logs = tmp_path / "logs"
     work_off(

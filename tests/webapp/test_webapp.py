@@ -28,7 +28,7 @@ from dagrun import webapp
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import AttemptOutcome, RunType
-from dagrun.store import Store, attempts, audit, reads, runs, schema, sql, upkeep
+from dagrun.store import Store, attempts, audit, dag_reads, runs, schema, sql, task_reads, upkeep
 from dagrun.store.logfiles import LogRange
 from dagrun.store.schema import task_attempt, task_instance
 from dagrun.timing.timetable import DataInterval
@@ -222,7 +222,7 @@ def build_world(store: Store, tmp_path: Path, days: int = 3) -> World:
     write_dag(dags, "broken.py", f"raise RuntimeError({XSS_IMPORT!r})\n")
     sync_dags(store, str(dags))
     with store.read() as conn:
-        spec = reads.get_dag(conn, "shop").spec
+        spec = dag_reads.get_dag(conn, "shop").spec
     logs = tmp_path / "logs"
     run_ids = make_runs(store, spec, days)
     work_off(store, spec, logs, shop_failures)
@@ -871,7 +871,7 @@ def test_an_unexpected_error_is_a_500_page_without_details(world, monkeypatch):
     def explode(*args, **kwargs):
         raise RuntimeError("internal detail /very/secret/path")
 
-    monkeypatch.setattr(reads, "grid_page", explode)
+    monkeypatch.setattr(task_reads, "grid_page", explode)
     for url in ("/dags/shop/grid", "/api/dags/shop/grid"):
         reply = call(world.app, url)
         assert reply.status == 500
