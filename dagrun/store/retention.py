@@ -140,80 +140,66 @@ _LOCK_OLD_RUNS = Statement(
     .order_by(dag_run.c.id)
     .with_for_update(skip_locked=True),
 )
+
+
+def _logs(table, *where):
+    """The log files ``table``'s rows (those ``where`` picks) point into, with how many rows
+    each."""
+    return (
+        select(table.c.log_path, func.count())
+        .where(*where, table.c.log_path.is_not(None))
+        .group_by(table.c.log_path)
+    )
+
+
+def _count(run_pk):
+    """How many rows the runs ``b_run_pks`` have in the table of ``run_pk`` (their run)."""
+    return select(func.count()).select_from(run_pk.table).where(run_pk.in_(_many("run_pks")))
+
+
+def _delete(run_pk, *guard):
+    """Delete the rows the runs ``b_run_pks`` have in the table of ``run_pk``."""
+    return delete(run_pk.table).where(run_pk.in_(_many("run_pks")), *guard)
+
+
 _ATTEMPT_LOGS = Statement(
     "The log files the attempts of some runs point into, with how many attempts each.",
-    select(task_attempt.c.log_path, func.count())
-    .where(task_attempt.c.run_pk.in_(_many("run_pks")), task_attempt.c.log_path.is_not(None))
-    .group_by(task_attempt.c.log_path),
+    _logs(task_attempt, task_attempt.c.run_pk.in_(_many("run_pks"))),
 )
 _CALLBACK_LOGS = Statement(
     "The log files the callbacks of some runs point into, with how many callbacks each.",
-    select(callback.c.log_path, func.count())
-    .where(callback.c.run_pk.in_(_many("run_pks")), callback.c.log_path.is_not(None))
-    .group_by(callback.c.log_path),
+    _logs(callback, callback.c.run_pk.in_(_many("run_pks"))),
 )
 _ATTEMPT_LOG_REFS = Statement(
-    "Every log file attempts point into, with how many attempts each.",
-    select(task_attempt.c.log_path, func.count())
-    .where(task_attempt.c.log_path.is_not(None))
-    .group_by(task_attempt.c.log_path),
+    "Every log file attempts point into, with how many attempts each.", _logs(task_attempt)
 )
 _CALLBACK_LOG_REFS = Statement(
-    "Every log file callbacks point into, with how many callbacks each.",
-    select(callback.c.log_path, func.count())
-    .where(callback.c.log_path.is_not(None))
-    .group_by(callback.c.log_path),
+    "Every log file callbacks point into, with how many callbacks each.", _logs(callback)
 )
-_COUNT_CALLBACKS = Statement(
-    "How many callbacks some runs have.",
-    select(func.count()).select_from(callback).where(callback.c.run_pk.in_(_many("run_pks"))),
-)
-_DELETE_CALLBACKS = Statement(
-    "Delete the callbacks of some runs.",
-    delete(callback).where(callback.c.run_pk.in_(_many("run_pks"))),
-)
-_COUNT_PARTITION_WRITES = Statement(
+_COUNT_CALLBACKS = Statement("How many callbacks some runs have.", _count(callback.c.run_pk))
+_DELETE_CALLBACKS = Statement("Delete the callbacks of some runs.", _delete(callback.c.run_pk))
+_COUNT_WRITES = Statement(
     "How many partition-write records some runs have.",
-    select(func.count())
-    .select_from(partition_write)
-    .where(partition_write.c.run_pk.in_(_many("run_pks"))),
+    _count(partition_write.c.run_pk),
 )
-_DELETE_PARTITION_WRITES = Statement(
+_DELETE_WRITES = Statement(
     "Delete the partition-write records of some runs.",
-    delete(partition_write).where(partition_write.c.run_pk.in_(_many("run_pks"))),
+    _delete(partition_write.c.run_pk),
 )
-_COUNT_ATTEMPTS = Statement(
-    "How many attempts some runs have.",
-    select(func.count())
-    .select_from(task_attempt)
-    .where(task_attempt.c.run_pk.in_(_many("run_pks"))),
-)
-_DELETE_ATTEMPTS = Statement(
-    "Delete the attempts of some runs.",
-    delete(task_attempt).where(task_attempt.c.run_pk.in_(_many("run_pks"))),
-)
-_COUNT_TASK_INSTANCES = Statement(
-    "How many task instances some runs have.",
-    select(func.count()).select_from(ti).where(ti.c.run_pk.in_(_many("run_pks"))),
-)
-_DELETE_TASK_INSTANCES = Statement(
-    "Delete the task instances of some runs.",
-    delete(ti).where(ti.c.run_pk.in_(_many("run_pks"))),
-)
-_COUNT_RUNS = Statement(
-    "How many of some runs there are.",
-    select(func.count()).select_from(dag_run).where(dag_run.c.id.in_(_many("run_pks"))),
-)
+_COUNT_ATTEMPTS = Statement("How many attempts some runs have.", _count(task_attempt.c.run_pk))
+_DELETE_ATTEMPTS = Statement("Delete the attempts of some runs.", _delete(task_attempt.c.run_pk))
+_COUNT_TASKS = Statement("How many task instances some runs have.", _count(ti.c.run_pk))
+_DELETE_TASKS = Statement("Delete the task instances of some runs.", _delete(ti.c.run_pk))
+_COUNT_RUNS = Statement("How many of some runs there are.", _count(dag_run.c.id))
 _DELETE_RUNS = Statement(
-    "Delete some runs that are still finished.",
-    delete(dag_run).where(dag_run.c.id.in_(_many("run_pks")), _FINISHED),
+    "Delete some runs that are still finished.", _delete(dag_run.c.id, _FINISHED)
 )
 #: (tally field, count, delete): children first, so no row is left pointing at a deleted one.
 _RUN_TABLES = [
     ("callbacks", _COUNT_CALLBACKS, _DELETE_CALLBACKS),
-    ("partition_writes", _COUNT_PARTITION_WRITES, _DELETE_PARTITION_WRITES),
+    ("partition_writes", _COUNT_WRITES, _DELETE_WRITES),
     ("attempts", _COUNT_ATTEMPTS, _DELETE_ATTEMPTS),
-    ("task_instances", _COUNT_TASK_INSTANCES, _DELETE_TASK_INSTANCES),
+    ("task_instances", _COUNT_TASKS, _DELETE_TASKS),
     ("runs", _COUNT_RUNS, _DELETE_RUNS),
 ]
 
@@ -227,35 +213,44 @@ _SUPERSEDED = and_(
     ),
 )
 _OLD_AUDIT = audit_log.c.at < _b("before")
+
+
+def _next_ids(table, old):
+    """The next ``b_limit`` ids of ``table``'s ``old`` rows after ``b_after``, in order."""
+    return (
+        select(table.c.id)
+        .where(table.c.id > _b("after"), old)
+        .order_by(table.c.id)
+        .limit(_b("limit"))
+    )
+
+
+def _delete_ids(table, old):
+    """Delete ``table``'s rows ``b_ids`` that are still ``old``."""
+    return delete(table).where(table.c.id.in_(_many("ids")), old)
+
+
 _NEXT_ASSET_EVENTS = Statement(
     "The next superseded asset events to delete, by id after ``b_after``.",
-    select(asset_event.c.id)
-    .where(asset_event.c.id > _b("after"), _SUPERSEDED)
-    .order_by(asset_event.c.id)
-    .limit(_b("limit")),
+    _next_ids(asset_event, _SUPERSEDED),
 )
 _COUNT_ASSET_EVENTS = Statement(
     "How many superseded asset events are to go.",
     select(func.count()).select_from(asset_event).where(_SUPERSEDED),
 )
 _DELETE_ASSET_EVENTS = Statement(
-    "Delete asset events by id (still superseded).",
-    delete(asset_event).where(asset_event.c.id.in_(_many("ids")), _SUPERSEDED),
+    "Delete asset events by id (still superseded).", _delete_ids(asset_event, _SUPERSEDED)
 )
 _NEXT_AUDIT_ROWS = Statement(
     "The next old audit rows to delete, by id after ``b_after``.",
-    select(audit_log.c.id)
-    .where(audit_log.c.id > _b("after"), _OLD_AUDIT)
-    .order_by(audit_log.c.id)
-    .limit(_b("limit")),
+    _next_ids(audit_log, _OLD_AUDIT),
 )
 _COUNT_AUDIT_ROWS = Statement(
     "How many old audit rows are to go.",
     select(func.count()).select_from(audit_log).where(_OLD_AUDIT),
 )
 _DELETE_AUDIT_ROWS = Statement(
-    "Delete audit rows by id (still old).",
-    delete(audit_log).where(audit_log.c.id.in_(_many("ids")), _OLD_AUDIT),
+    "Delete audit rows by id (still old).", _delete_ids(audit_log, _OLD_AUDIT)
 )
 #: (tally field, the next ids to delete after ``b_after``, their count, delete by id).
 _WALKS = [
