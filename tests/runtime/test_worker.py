@@ -4,6 +4,8 @@ letters, trigger rules, TaskFlow values, templates, context, logs."""
 from __future__ import annotations
 
 import logging
+import threading
+import time
 
 from sqlalchemy import select
 
@@ -11,7 +13,15 @@ from dagrun.runtime.dag_sync import sync_dags
 from dagrun.runtime.worker import Worker, WorkerOptions
 from dagrun.store import dag_reads, logfiles, run_reads, task_reads
 from dagrun.store.schema import dag_run, task_attempt, task_instance
-from tests.helpers import queue_run, run_once, start_cli, stop_process, wait_until, write_dag
+from tests.helpers import (
+    queue_run,
+    run_cli,
+    run_once,
+    start_cli,
+    stop_process,
+    wait_until,
+    write_dag,
+)
 
 
 def attempts_of(store, task_id: str) -> list[dict]:
@@ -384,3 +394,113 @@ def test_a_worker_keeps_no_facts_of_runs_that_ended(sqlite_store, dags_dir, tmp_
     result = driver.run()
     assert result.worker.finished_runs == 12
     assert driver.worker._runs == {}
+
+
+# ---------------------------------------------------------------- exits of its own
+
+FIVE = """
+import time
+from dagrun import DAG, task
+
+with DAG("five", schedule=None):
+    @task
+    def first():
+        return 1
+
+    @task
+    def second(value):
+        return value + 1
+
+    @task
+    def nap():
+        time.sleep({nap})
+
+    second(first())
+    for _ in range(3):
+        nap()
+"""
+
+
+def task_states(store) -> list[str]:
+    with store.read() as conn:
+        return sorted(conn.execute(select(task_instance.c.state)).scalars())
+
+
+def run_to_its_exit(store, tmp_path, limit: float = 60, **exits) -> tuple[float, object]:
+    """Run an in-process worker until it exits of itself; past ``limit`` seconds a watchdog
+    stops it, and the test fails."""
+    options = WorkerOptions(
+        concurrency=2, log_dir=tmp_path / "logs", poll_interval=0.1, grace=1, **exits
+    )
+    worker = Worker(store, options)
+    watchdog = threading.Timer(limit, worker.stop)
+    started = time.monotonic()
+    watchdog.start()
+    try:
+        stats = worker.run()
+    finally:
+        watchdog.cancel()
+    seconds = time.monotonic() - started
+    assert seconds < limit, "the worker did not exit of itself"
+    return seconds, stats
+
+
+def test_once_runs_what_is_ready_and_what_that_makes_ready_then_exits(
+    sqlite_store, dags_dir, tmp_path
+):
+    write_dag(dags_dir, "five.py", FIVE.format(nap=0.1))
+    queue_run(sqlite_store, dags_dir, "five")
+    _seconds, stats = run_to_its_exit(sqlite_store, tmp_path, once=True)
+    assert task_states(sqlite_store) == ["success"] * 5  # ``second`` was queued by ``first``
+    assert stats.claimed == 5 and stats.released == 0
+    assert run_state_of(sqlite_store, "five") == "success"
+
+
+def test_once_with_nothing_queued_exits_at_once(sqlite_store, tmp_path):
+    seconds, stats = run_to_its_exit(sqlite_store, tmp_path, limit=20, once=True)
+    assert stats.claimed == 0
+    assert seconds < 10
+
+
+def test_max_tasks_claims_no_more_and_exits_when_they_ended(sqlite_store, dags_dir, tmp_path):
+    write_dag(dags_dir, "five.py", FIVE.format(nap=0.1))
+    queue_run(sqlite_store, dags_dir, "five")  # four roots queued: first and three naps
+    _seconds, stats = run_to_its_exit(sqlite_store, tmp_path, max_tasks=3)
+    assert stats.claimed == 3 and stats.succeeded == 3 and stats.released == 0
+    states = task_states(sqlite_store)
+    assert states.count("success") == 3 and "running" not in states
+
+
+def test_max_idle_counts_only_time_with_nothing_to_run(sqlite_store, dags_dir, tmp_path):
+    """The naps keep the worker busy for a second: it must not count that as idle."""
+    write_dag(dags_dir, "five.py", FIVE.format(nap=1.0))
+    queue_run(sqlite_store, dags_dir, "five")
+    seconds, stats = run_to_its_exit(sqlite_store, tmp_path, max_idle=0.5)
+    assert task_states(sqlite_store) == ["success"] * 5
+    assert stats.released == 0
+    assert seconds >= 1.0 + 0.5
+
+
+def test_max_idle_exits_an_idle_worker(sqlite_store, tmp_path):
+    seconds, stats = run_to_its_exit(sqlite_store, tmp_path, limit=20, max_idle=0.5)
+    assert stats.claimed == 0
+    assert 0.5 <= seconds < 10
+
+
+def test_worker_exits_from_the_command_line(sqlite_store, dags_dir, tmp_path):
+    """``--max-tasks`` then ``--once``: each exits 0 of itself, and between them they ran
+    every task once."""
+    write_dag(dags_dir, "five.py", FIVE.format(nap=0.1))
+    queue_run(sqlite_store, dags_dir, "five")
+    env = {"DAGRUN_DB_URL": sqlite_store.url, "DAGRUN_HOME": str(tmp_path / "home")}
+    first = run_cli("worker", "-c", "1", "--poll", "0.1", "--max-tasks", "2", env=env, timeout=60)
+    assert first.returncode == 0, first.stderr
+    assert "exits: 2 attempt(s) run (max_tasks)" in first.stderr
+    assert task_states(sqlite_store).count("success") == 2
+    rest = run_cli("worker", "-c", "2", "--poll", "0.1", "--once", env=env, timeout=60)
+    assert rest.returncode == 0, rest.stderr
+    assert "exits: nothing left to run (once)" in rest.stderr
+    assert task_states(sqlite_store) == ["success"] * 5
+    idle = run_cli("worker", "-c", "1", "--poll", "0.1", "--max-idle", "0.3", env=env, timeout=60)
+    assert idle.returncode == 0, idle.stderr
+    assert "nothing to run for 0.3 s (max_idle)" in idle.stderr

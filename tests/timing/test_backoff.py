@@ -8,7 +8,7 @@ import statistics
 
 import pytest
 
-from dagrun.timing.backoff import backoff_delay
+from dagrun.timing.backoff import Backoff, backoff_delay
 
 SAMPLES = 1000
 
@@ -110,3 +110,15 @@ def test_nonsense_try_numbers_use_the_first_window(failures):
 def test_zero_delay_means_retry_at_once():
     assert backoff_delay(3, 0.0, 600.0, rng=random.Random(1)) == 0.0
     assert backoff_delay(3, 0.0, 600.0, exponential=False) == 0.0
+
+
+def test_a_loops_backoff_doubles_its_window_up_to_the_cap_and_starts_again_on_reset():
+    """The n-th failure in a row waits up to min(cap, first * 2**(n-1)), spread over it."""
+    for failures, window in enumerate([0.1, 0.2, 0.4, 0.5, 0.5, 0.5], start=1):
+        delays = []
+        for seed in range(200):
+            backoff = Backoff(first=0.1, cap=0.5, rng=random.Random(seed))
+            delays += [backoff.next() for _ in range(failures)][-1:]
+        assert window * 0.9 < max(delays) <= window, failures
+    backoff.reset()
+    assert backoff.failures == 0 and backoff.next() <= 0.1
