@@ -122,9 +122,8 @@ def run_facts(
         known.clear()
     missing = sorted(set(run_pks) - known.keys())
     if missing:
-        known.update(
-            (r.id, r) for r in sql.rows(conn, run_reads.CLAIMED_RUNS, {"b_run_pks": missing})
-        )
+        found = sql.rows(conn, run_reads.CLAIMED_RUNS, {"b_run_pks": missing})
+        known.update((r.id, r) for r in found)
     return known
 
 
@@ -347,11 +346,8 @@ def _decide_after(
     }
     decided = {pk: d for pk, d in decided.items() if not (d.upstream_failed or d.skip)}
     idle = [pk for pk, d in decided.items() if not d.queue]
-    busy = (
-        set(sql.scalars(conn, run_reads.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle}))
-        if idle
-        else set()
-    )
+    left = sql.scalars(conn, run_reads.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle}) if idle else []
+    busy = set(left)
     return {pk: d for pk, d in decided.items() if d.queue or pk in busy}
 
 
@@ -552,9 +548,8 @@ def _past_done(conn: Connection, dag_id: str, run_pk: int, task_ids: list[str]) 
 
 def _past_ok(conn: Connection, spec: DagSpec, run_pk: int) -> dict[str, bool]:
     """For depends_on_past: did the previous run's instance of each task succeed or skip?"""
-    previous = sql.scalar(
-        conn, run_reads.PREVIOUS_RUN, {"b_dag_id": spec.dag_id, "b_run_pk": run_pk}
-    )
+    key = {"b_dag_id": spec.dag_id, "b_run_pk": run_pk}
+    previous = sql.scalar(conn, run_reads.PREVIOUS_RUN, key)
     if previous is None:
         return {}
     rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": [previous]})
