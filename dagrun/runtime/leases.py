@@ -14,17 +14,20 @@ import threading
 import time
 from collections.abc import Callable
 
+from dagrun.runtime.loops import SideLoop
 from dagrun.store import Store, attempts
-from dagrun.store.outage import ride_out
 from dagrun.timing.backoff import Backoff
 
 log = logging.getLogger("dagrun.runtime.worker")
 
 
-class LeaseKeeper:
+class LeaseKeeper(SideLoop):
     """Renews the leases in ``held()`` and looks for attempts an operator stopped (every
     ``look_interval``), until ``stop()``; tells the worker of a fatal error (``fail``) and
     of the attempts to stop (``stop_attempts``)."""
+
+    name = "dagrun-leases"
+    what = "keeping leases"
 
     def __init__(
         self,
@@ -36,19 +39,16 @@ class LeaseKeeper:
         fail: Callable[[BaseException], None],
         stop_attempts: Callable[[set[tuple[int, int]]], None],
     ) -> None:
-        self.store = store
+        super().__init__(store, fail)
         self.owner = owner
         self.lease_seconds = lease_seconds
         #: How often leases are renewed: about every third of their length.
         self.every = lease_seconds / 3
         self.look_interval = look_interval
-        self.fail = fail
         self.stop_attempts = stop_attempts
         self._held: set[tuple[int, int]] = set()
         self._lock = threading.Lock()
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="dagrun-leases", daemon=True)
-        self._next_extend = self._next_look = 0.0
+        self._next_extend = self._next_look = 0.0  # the first turn: nothing held yet
 
     def hold(self, leases: list[tuple[int, int]]) -> None:
         with self._lock:
@@ -62,28 +62,10 @@ class LeaseKeeper:
         with self._lock:
             return set(self._held)
 
-    def start(self) -> None:
-        self._thread.start()
+    def backoff(self) -> Backoff:
+        return Backoff(cap=self.every)  # back soon after an outage: renew before others reap
 
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def _run(self) -> None:
-        self._next_extend = time.monotonic() + self.every
-        backoff = Backoff(cap=self.every)  # back soon after an outage: renew before others reap
-        health = self.store.health
-        ride_out(
-            self._turn,
-            self._stopped,
-            self.fail,
-            health=health,
-            what="keeping leases",
-            backoff=backoff,
-        )
-
-    def _turn(self) -> float:
+    def turn(self) -> float:
         """Extend the leases, look for stopped attempts, each when due; the seconds until
         the next is due."""
         if time.monotonic() >= self._next_extend:

@@ -19,15 +19,14 @@ upkeep them. Any number of processes may sweep at once (every change is a guarde
 from __future__ import annotations
 
 import math
-import threading
 import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from dagrun.errors import StoreError
+from dagrun.runtime.loops import SideLoop
 from dagrun.store import Store, registry, upkeep
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET, DEFAULT_LEASE_SECONDS
-from dagrun.store.outage import ride_out
 
 if TYPE_CHECKING:
     from dagrun.runtime.worker import Worker
@@ -36,7 +35,7 @@ if TYPE_CHECKING:
 SWEEP_SECONDS = 1.0
 
 
-class UpkeepLoop:
+class UpkeepLoop(SideLoop):
     """Sweep the queue every ``interval`` seconds, from ``start()`` (or entering a ``with``
     block) until ``stop()`` (or leaving it).
 
@@ -45,6 +44,9 @@ class UpkeepLoop:
     database answers). ``fail`` gets an error the loop cannot ride out, to stop the
     process with it.
     """
+
+    name = "dagrun-upkeep"
+    what = "sweep"
 
     def __init__(
         self,
@@ -56,16 +58,13 @@ class UpkeepLoop:
         infra_budget: int = DEFAULT_INFRA_BUDGET,
         after_sweep: Callable[[bool], None] | None = None,
     ) -> None:
-        self.store = store
-        self.fail = fail
+        super().__init__(store, fail)
         self.interval = interval
         self.lease_seconds = lease_seconds
         self.infra_budget = infra_budget
         self.after_sweep = after_sweep
         self.specs = registry.SpecCache()
         self._reap_after = 0.0
-        self._stopped = threading.Event()
-        self._thread = threading.Thread(target=self.run, name="dagrun-upkeep", daemon=True)
 
     @classmethod
     def beside(cls, worker: Worker, interval: float = SWEEP_SECONDS) -> UpkeepLoop:
@@ -81,25 +80,7 @@ class UpkeepLoop:
             after_sweep=worker.swept,
         )
 
-    def __enter__(self) -> UpkeepLoop:
-        self.start()
-        return self
-
-    def __exit__(self, *_exc: object) -> None:
-        self.stop()
-
-    def start(self) -> None:
-        self._thread.start()
-
-    def stop(self) -> None:
-        self._stopped.set()
-        if self._thread.is_alive():
-            self._thread.join(10)
-
-    def run(self) -> None:
-        ride_out(self.sweep, self._stopped, self.fail, health=self.store.health, what="sweep")
-
-    def sweep(self) -> float:
+    def turn(self) -> float:
         """One sweep; the seconds until the next."""
         try:
             report = upkeep.sweep(self.store, self.specs, self.infra_budget, reap=self._may_reap())

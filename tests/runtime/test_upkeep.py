@@ -50,24 +50,24 @@ def sweeps(monkeypatch):
 def test_a_sweep_that_queued_work_tells_the_worker_beside_it(sweeps):
     told = []
     loop = UpkeepLoop(FakeStore(), told.append, after_sweep=told.append)
-    assert loop.sweep() == loop.interval
+    assert loop.turn() == loop.interval
     sweeps["queued"] = True
-    loop.sweep()
+    loop.turn()
     assert told == [False, True]
 
 
 def test_after_its_own_failed_sweep_it_reaps_nothing_for_a_lease(sweeps):
     loop = UpkeepLoop(FakeStore(), pytest.fail, lease_seconds=LEASE)
-    loop.sweep()
+    loop.turn()
     sweeps["down"] = True
     with pytest.raises(StoreUnavailable):
-        loop.sweep()
+        loop.turn()
     sweeps["down"] = False
     time.sleep(LEASE)  # however long the outage lasted, the lease counts from its end
-    loop.sweep()
-    loop.sweep()
+    loop.turn()
+    loop.turn()
     time.sleep(LEASE)
-    loop.sweep()
+    loop.turn()
     assert sweeps["reaps"] == [True, True, False, False, True]
 
 
@@ -77,11 +77,11 @@ def test_an_outage_another_thread_saw_holds_reaping_too(sweeps):
     health = Health(limit=60)
     loop = UpkeepLoop(FakeStore(health), pytest.fail, lease_seconds=LEASE)
     health.failed(StoreUnavailable("database error: connection refused"))
-    loop.sweep()
+    loop.turn()
     health.ok()
-    loop.sweep()
+    loop.turn()
     time.sleep(LEASE)
-    loop.sweep()
+    loop.turn()
     assert sweeps["reaps"] == [False, False, True]
 
 

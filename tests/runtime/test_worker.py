@@ -403,21 +403,15 @@ import time
 from dagrun import DAG, task
 
 with DAG("five", schedule=None):
-    @task
-    def first():
-        return 1
+    nap = task(task_id="nap")(lambda: time.sleep({nap}))
+    for _ in range(3):
+        nap()
 
     @task
     def second(value):
         return value + 1
 
-    @task
-    def nap():
-        time.sleep({nap})
-
-    second(first())
-    for _ in range(3):
-        nap()
+    second(task(task_id="first")(lambda: 1)())
 """
 
 
