@@ -250,7 +250,8 @@ class Worker:
         return self.stats
 
     def _loop(self, pool: AttemptPool, pace: Pacing) -> None:
-        """Claim -> run -> complete, until a stop is asked for or an exit is due."""
+        """Claim -> run -> complete until a stop is asked for (``stop()``: a signal, the
+        driver, a fatal error), or an exit the options ask for is due (``_exit_due``)."""
         exits = self.options.exits
         while not self._stopping:
             self._collect(pool, pace.wait_time(self._finished, self._buffer, self._wake))

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import threading
 from datetime import UTC, datetime, timedelta
 
 import pytest
 from sqlalchemy import func, select
 
+from dagrun.errors import OutageTooLong
 from dagrun.runtime import scheduler
-from dagrun.runtime.scheduler import Scheduler
+from dagrun.runtime.scheduler import Scheduler, SchedulerLoop
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import attempts, dag_reads, operator_actions, registry
 from dagrun.store.attempts import Outcome
@@ -302,3 +304,23 @@ def test_a_herd_of_due_runs_starts_in_batches_that_commit_one_by_one(store, dags
     assert report.started == {"daily": 30}
     assert run_states(store) == [RunState.RUNNING.value] * 30
     assert [n for n in commits if 0 < n < 30] == [7, 14, 21, 28]  # active as each batch began
+
+
+def test_a_foreground_loop_told_of_a_fatal_error_stops_and_raises_it(sqlite_store):
+    """``dagrun scheduler --workers 0``: its upkeep loop, on another thread, hands an error
+    it cannot ride out to the scheduler's loop, which ends the process with it."""
+    loop = SchedulerLoop(Scheduler(sqlite_store, None), 0.01)
+    error = OutageTooLong(301, 300, "connection refused")
+    threading.Timer(0.1, loop.fail, [error]).start()
+    with pytest.raises(OutageTooLong) as raised:
+        loop.run()
+    assert raised.value is error
+
+
+def test_an_embedded_loop_hands_a_fatal_error_to_the_worker(sqlite_store):
+    told = []
+    loop = SchedulerLoop(Scheduler(sqlite_store, None), 0.01, on_fatal=told.append)
+    error = OutageTooLong(301, 300, "connection refused")
+    threading.Timer(0.1, loop.fail, [error]).start()
+    loop.run()
+    assert told == [error]
