@@ -1,13 +1,14 @@
 """The catalogue: every statement that creates, admits, starts, claims, leases, completes,
-reaps or clears work, and the locks they take, each named with one line on what it does.
+reaps or clears runs and task instances, and the locks they take, each named with one line
+on what it does.
 
 This module is the concurrency story of dagrun, read top to bottom. A DAG's runs are
 created and admitted under its row lock, and started; a run's tasks are queued (or given up
 on) under the run locks, and the run ends when they have; workers claim queued tasks, within
 the pools' and DAGs' limits counted under those rows' locks, hold them by lease and end each
-attempt with one fenced outcome; a sensor gives its lease back between pokes; callbacks are
-claimed from an outbox and ended the same way; upkeep requeues what is due and reaps what
-lost its worker; operators clear, mark and cancel. Its rules:
+attempt with one fenced outcome; a sensor gives its lease back between pokes; upkeep
+requeues what is due and reaps what lost its worker; operators clear, mark and cancel. Its
+rules:
 
 * A transition is a guarded UPDATE that names the state it expects and, for work a worker
   holds, the lease owner and fence token (``HELD``); the caller checks the rows changed.
@@ -27,13 +28,14 @@ lost its worker; operators clear, mark and cancel. Its rules:
 Nothing else is here. A decision locks first, then reads what it decides from with plain
 reads, which lock nothing and live with the other reads: ``run_reads`` (runs and their task
 states), ``task_reads`` (task instances, attempts, callbacks) and ``dag_reads`` (DAGs,
-pools and caps, asset events). Configuration rows keep their statements beside their own
-modules (``registry``, ``pools``, ``variables``, ``connections``, ``audit``), as do the
-asset records (``assets``) and retention's deletes (``retention``). The functions that
-combine this module's statements live beside it: ``runs`` (create, admit, start, advance),
-``attempts`` (claim, extend, complete, release), ``pools`` (claims within the limits),
-``callbacks`` (the outbox), ``upkeep`` (requeue, reap) and ``operator_actions`` (clear,
-mark, cancel). All of them run through ``sql``.
+pools and caps, asset events). The callback outbox is a queue of its own under the same
+rules; its claims, leases and reap are beside the functions that run them, in ``callbacks``.
+Configuration rows keep their statements beside their own modules (``registry``, ``pools``,
+``variables``, ``connections``, ``audit``), as do the asset records (``assets``) and
+retention's deletes (``retention``). The functions that combine this module's statements
+live beside it: ``runs`` (create, admit, start, advance), ``attempts`` (claim, extend,
+complete, release), ``pools`` (claims within the limits), ``upkeep`` (requeue, reap) and
+``operator_actions`` (clear, mark, cancel). All of them run through ``sql``.
 """
 
 from __future__ import annotations
@@ -51,13 +53,11 @@ from dagrun.store.schema import (
     partition_write,
     pool,
     task_attempt,
-    task_instance,
 )
+from dagrun.store.schema import task_instance as ti
 from dagrun.store.sql import Statement, binds, dialect_insert, insert_new, name_all
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
-
-ti = task_instance
 
 # ---------------------------------------------------------------- runs: create, admit, start
 
@@ -95,17 +95,12 @@ ADMIT_RUN = Statement(
 _TASK_INSTANCE_COLUMNS = tuple(
     ["run_pk", "dag_id", "task_id", "state", "max_tries", "priority_weight", "pool", "capped"]
 )
+#: A new task instance has tried nothing yet.
+_NO_TRIES = dict.fromkeys(("try_number", "failures", "infra_failures", "fence_token"), 0)
 INSERT_TASK_INSTANCES = Statement(
     "Create a run's missing task instances, or a mapped task's indexes, in state none "
     "(existing ones are left alone).",
-    insert_new(
-        ti,
-        (*_TASK_INSTANCE_COLUMNS, "map_index"),
-        try_number=0,
-        failures=0,
-        infra_failures=0,
-        fence_token=0,
-    ),
+    insert_new(ti, (*_TASK_INSTANCE_COLUMNS, "map_index"), **_NO_TRIES),
 )
 
 
@@ -115,11 +110,10 @@ def _insert_missing_tasks(dialect: str):
     columns = [*_TASK_INSTANCE_COLUMNS, "map_index"]
     values = [bindparam(f"b_{c}", type_=ti.c[c].type) for c in columns]
     known = select(ti.c.id).where(ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id"))
-    constants = ("try_number", "failures", "infra_failures", "fence_token")
-    chosen = select(*values, *(literal(0) for _ in constants)).where(~known.exists())
+    chosen = select(*values, *(literal(0) for _ in _NO_TRIES)).where(~known.exists())
     return (
         dialect_insert(dialect, ti)
-        .from_select([*columns, *constants], chosen, include_defaults=False)
+        .from_select([*columns, *_NO_TRIES], chosen, include_defaults=False)
         .on_conflict_do_nothing()
     )
 
@@ -341,30 +335,24 @@ COMPLETE_FAILURE = Statement(
     .returning(ti.c.id),
 )
 _ATTEMPT = and_(task_attempt.c.ti_id == _b("ti_id"), task_attempt.c.fence_token == _b("fence"))
+#: The attempt's log range (``b_log``, ``b_log_offset``, ``b_log_length``), unless unknown.
+_LOG_RANGE = {
+    "log_path": func.coalesce(_b("log"), task_attempt.c.log_path),
+    "log_offset": func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
+    "log_length": func.coalesce(_b("log_length"), task_attempt.c.log_length),
+}
 END_ATTEMPT = Statement(
     "Give an attempt its one outcome, error, end and log range; an ended attempt keeps its own.",
     update(task_attempt)
     .where(_ATTEMPT, task_attempt.c.outcome.is_(None))
-    .values(
-        outcome=_b("outcome"),
-        error=_b("error"),
-        ended_at=_b("now"),
-        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
-        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
-        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
-    ),
+    .values(outcome=_b("outcome"), error=_b("error"), ended_at=_b("now"), **_LOG_RANGE),
 )
 NOTE_LATE_RESULT = Statement(
     "Keep what an attempt reported after it was ended for it (a reaped lease), beside its "
     "outcome; and its log range, which only the attempt knows.",
     update(task_attempt)
     .where(_ATTEMPT, task_attempt.c.outcome.is_not(None), task_attempt.c.late_result.is_(None))
-    .values(
-        late_result=_b("late"),
-        log_path=func.coalesce(_b("log"), task_attempt.c.log_path),
-        log_offset=func.coalesce(_b("log_offset"), task_attempt.c.log_offset),
-        log_length=func.coalesce(_b("log_length"), task_attempt.c.log_length),
-    ),
+    .values(late_result=_b("late"), **_LOG_RANGE),
 )
 RELEASE = Statement(
     "running -> queued for an attempt given back unstarted or stopped (worker shutdown).",
@@ -425,78 +413,6 @@ END_SENSOR = Statement(
     .returning(ti.c.id),
 )
 
-# ---------------------------------------------------------------- callbacks: the outbox
-
-_PENDING = CallbackState.PENDING.value
-_CALLING = CallbackState.RUNNING.value
-INSERT_CALLBACK = Statement(
-    "Write an event to the callback outbox (pending), in the transaction that decided it.",
-    insert(callback).values(
-        **binds("event dag_id run_pk ti_id task_id try_number fence_token error created_at"),
-        state=_PENDING,
-    ),
-)
-
-
-def _claim_callbacks(scoped: bool):
-    """pending -> running for up to ``b_limit`` outbox rows, oldest first, leased to
-    ``b_owner`` until ``b_until``; ``scoped``: of the runs ``b_run_pks`` only. Rows are
-    picked in the CTE with SKIP LOCKED, as ``_claim`` does, so the LIMIT holds."""
-    chosen = [callback.c.state == _PENDING]
-    if scoped:
-        chosen.append(callback.c.run_pk.in_(_many("run_pks")))
-    picked = (
-        select(callback.c.id)
-        .where(*chosen)
-        .order_by(callback.c.id)
-        .limit(_b("limit"))
-        .with_for_update(skip_locked=True)
-        .cte("picked")
-    )
-    return (
-        update(callback)
-        .where(callback.c.id == picked.c.id, callback.c.state == _PENDING)
-        .values(state=_CALLING, lease_owner=_b("owner"), lease_until=_b("until"))
-        .returning(
-            *callback.c["id", "event", "dag_id", "run_pk", "ti_id", "task_id", "try_number"],
-            *callback.c["fence_token", "error"],
-        )
-    )
-
-
-CLAIM_CALLBACKS = Statement(
-    "pending -> running for outbox rows: leased for their time limit and a margin, never "
-    "extended (a callback whose worker is lost is ended, not run again).",
-    lambda _: _claim_callbacks(scoped=False),
-)
-CLAIM_CALLBACKS_IN_RUNS = Statement(
-    "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
-    lambda _: _claim_callbacks(scoped=True),
-)
-_HELD_CALLBACK = and_(
-    callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
-)
-FINISH_CALLBACK = Statement(
-    "running -> sent or failed for a callback this worker holds, with the reason and its log "
-    "range; one that the sweep ended meanwhile (worker lost) keeps that end.",
-    update(callback)
-    .where(_HELD_CALLBACK)
-    .values(
-        state=_b("state"),
-        lease_until=None,
-        ended_at=_b("now"),
-        outcome_error=_b("error"),
-        log_path=_b("log"),
-        log_offset=_b("log_offset"),
-        log_length=_b("log_length"),
-    ),
-)
-RELEASE_CALLBACK = Statement(
-    "running -> pending for a callback given back before any child started it (shutdown).",
-    update(callback)
-    .where(_HELD_CALLBACK)
-    .values(state=_PENDING, lease_owner=None, lease_until=None),
-)
 
 # ---------------------------------------------------------------- upkeep: requeue, reap
 
@@ -549,22 +465,6 @@ EXPIRE_LEASE = Statement(
         end_date=_b("end"),
         last_error=func.coalesce(_b("error"), ti.c.last_error),
     ),
-)
-END_LOST_CALLBACKS = Statement(
-    "running -> failed for callbacks whose lease ran out or whose worker is known gone: a "
-    "callback fires at most once, so it is never run again; returns the rows ended.",
-    update(callback)
-    .where(
-        callback.c.state == _CALLING,
-        (callback.c.lease_until < _b("now")) | callback.c.lease_owner.in_(_many("gone")),
-    )
-    .values(
-        state=CallbackState.FAILED.value,
-        lease_until=None,
-        ended_at=_b("now"),
-        outcome_error=_b("error"),
-    )
-    .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
 )
 
 # ---------------------------------------------------------------- operators: clear, mark, cancel
