@@ -9,11 +9,11 @@ ended, and written, by one of them. Only tasks and DAGs with a callback for the 
 row: their spec says which, so nothing imports user code to know.
 
 Workers claim pending rows in their group commit (pending -> running, leased for the time
-limit and a margin), run them in a child (``runner.run_callbacks``) and record ``sent`` or
-``failed``, with the reason and the log range, in a later commit. The lease is never
-extended and a row never runs twice: one whose worker was lost is ended ``failed`` by the
-sweep (``end_lost``), as a callback is better missed than sent twice. How a callback ended
-changes no task or run state. Hand changes (``runs mark``, ``runs cancel``) write no events,
+limit and a margin), run them in a child (``callback_runner.execute_callback``) and record
+``sent`` or ``failed``, with the reason and the log range, in a later commit. The lease is
+never extended and a row never runs twice: one whose worker was lost is ended ``failed`` by
+the sweep (``end_lost``), as a callback is better missed than sent twice. How a callback
+ended changes no task or run state. Hand changes (``runs mark``, ``runs cancel``) write no events,
 as in Airflow.
 
 The outbox is a queue of its own, so its statements are here, beside the functions that run

@@ -37,7 +37,7 @@ DELETE_VARIABLE = Statement(
 )
 STORED_SECRETS = Statement(
     "What masking hides that the store holds, in one query: the value of every variable "
-    "whose key names a secret (in any case, as ``masking.is_sensitive`` judges), and every "
+    "whose key names a secret (in any case, as ``sensitive.is_sensitive`` judges), and every "
     "connection password.",
     union_all(
         select(variable.c.value).where(
