@@ -160,6 +160,7 @@ class Worker:
         self._wake_r, self._wake_w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
         self._listener: Listener | None = None
         self._listen_tried = float("-inf")
+        self._started = False  # ``run`` forked its children and listened a first time
         self._idle_since: float | None = None
         self._infra_seen: set[str] = set()
         self._callbacks_due = 0.0  # when to look for other processes' callback events
@@ -184,7 +185,7 @@ class Worker:
         """From the process's upkeep loop after each sweep, so the database answers: listen
         again if an outage closed the listening connection (on that thread, where a slow
         connect holds up no claim and no lease), and claim now what was queued or missed."""
-        if self._listener is None and self.store.caps.notifies:
+        if self._listener is None and self._started and self.store.caps.notifies:
             self._listen()
             queued_work = queued_work or self._listener is not None
         if queued_work:
@@ -235,6 +236,7 @@ class Worker:
             str(options.log_dir), self.store.url, options.callback_timeout, self.pace.is_short
         )
         self._listen()
+        self._started = True
         self.leases.start()
         log.info("worker %s started with %d child processes", self.owner, pool.size)
         try:
