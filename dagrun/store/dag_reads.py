@@ -4,10 +4,8 @@ specs, pools and DAG caps, and asset events.
 The DAG sync compares files with ``known_files``; the scheduler, the CLI and the web page
 read ``active_dags``, ``get_dag`` and ``load_spec``; claims count pools' and DAGs' running
 tasks under the locks they take (``RUNNING_IN_POOL``, ``RUNNING_IN_DAG``); asset
-scheduling reads events after each DAG's cursor (``NEW_ASSET_EVENTS``).
-
-Nothing here changes state or locks a row: a decision that must not see its rows change
-under it takes the catalogue's lock first (``statements``) and reads after.
+scheduling reads events after each DAG's cursor (``NEW_ASSET_EVENTS``). Like every read,
+these lock nothing (see ``statements`` on deciding under a lock).
 """
 
 from __future__ import annotations
@@ -17,17 +15,11 @@ from collections import Counter
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import (
-    Connection,
-    func,
-    select,
-)
+from sqlalchemy import Connection, func, select
 
 from dagrun.errors import DagNotFound
 from dagrun.parsing.spec import DagSpec, spec_from
-from dagrun.states import (
-    TaskState,
-)
+from dagrun.states import TaskState
 from dagrun.store import sql
 from dagrun.store.schema import (
     asset_consumed,

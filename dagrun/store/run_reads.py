@@ -2,8 +2,8 @@
 drivers' loops (which runs are waiting or due, what readiness decides from, a backfill's
 progress) and for people (the CLI's lists, the web page's run lists and grid).
 
-Nothing here changes state or locks a row: a decision that must not see its rows change
-under it takes the catalogue's lock first (``statements``) and reads after.
+Nothing here changes state or locks a row: admission and readiness take the catalogue's
+locks first (``LOCK_DAG``, ``LOCK_RUNS`` in ``statements``) and then read these.
 
 Each read for people is batched (one statement per view, never one per row or cell) and
 served by an index, so a DAG with ten thousand runs reads as fast as a new one; the web page
@@ -19,15 +19,7 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from functools import reduce
 
-from sqlalchemy import (
-    BindParameter,
-    Connection,
-    Select,
-    func,
-    literal_column,
-    select,
-    union_all,
-)
+from sqlalchemy import BindParameter, Connection, Select, func, literal_column, select, union_all
 
 from dagrun.errors import RunNotFound, UsageError
 from dagrun.states import (
@@ -39,9 +31,7 @@ from dagrun.states import (
     merged,
 )
 from dagrun.store import sql
-from dagrun.store.schema import (
-    dag_run,
-)
+from dagrun.store.schema import dag_run
 from dagrun.store.schema import task_instance as ti
 from dagrun.store.sql import Statement, name_all
 from dagrun.store.sql import bind as _b

@@ -1,10 +1,8 @@
 """Reads of task instances and their history: the grid's cells, a task's instance, attempts
 and dead letters for the CLI and the web page; and for the workers' loops, which of their
 completions were stale (``HOLDERS``), which attempts an operator ended (``STOPPED_ATTEMPTS``)
-and the callbacks of a run or an attempt.
-
-Nothing here changes state or locks a row: a decision that must not see its rows change
-under it takes the catalogue's lock first (``statements``) and reads after.
+and the callbacks of a run or an attempt. None of them changes or locks a row: a worker's
+decisions are the catalogue's guarded updates (``statements``), these only inform them.
 """
 
 from __future__ import annotations
@@ -15,27 +13,13 @@ from dataclasses import dataclass, fields
 from datetime import datetime, timedelta
 from functools import reduce
 
-from sqlalchemy import (
-    Connection,
-    func,
-    select,
-)
+from sqlalchemy import Connection, func, select
 
 from dagrun.errors import DagrunError, TaskNotFound, UsageError
-from dagrun.states import (
-    AttemptOutcome,
-    CallbackState,
-    TaskState,
-    merged,
-)
+from dagrun.states import AttemptOutcome, CallbackState, TaskState, merged
 from dagrun.store import sql
 from dagrun.store.run_reads import RunRow, run_page
-from dagrun.store.schema import (
-    callback,
-    dag_run,
-    in_state,
-    task_attempt,
-)
+from dagrun.store.schema import callback, dag_run, in_state, task_attempt
 from dagrun.store.schema import task_instance as ti
 from dagrun.store.sql import Statement, name_all
 from dagrun.store.sql import bind as _b
