@@ -204,31 +204,25 @@ def _held_back(
     }
 
 
-def _count_by(key, *where) -> Select:
+def _by_key(key, *where) -> Select:
     return select(key, func.count()).where(*where).group_by(key)
 
 
-_QUEUED, _RUNNING = in_state(TaskState.QUEUED), in_state(TaskState.RUNNING)
+def _running(key) -> Select:
+    """The running task instances of the keys ``b_keys``, counted by ``key``."""
+    return _by_key(key, in_state(TaskState.RUNNING), key.in_(_many("keys")))
+
+
+_QUEUED = in_state(TaskState.QUEUED)
+_POOLED, _CAPPED = ti.c.pool.is_not(None), ti.c.capped.is_(True)
 _POOL_SLOTS = Statement("Every pool's slots.", select(pool.c.name, pool.c.slots))
 _DAG_CAPS = Statement(
     "Every DAG cap's max_active_tasks.", select(dag_cap.c.dag_id, dag_cap.c.max_active_tasks)
 )
-_QUEUED_BY_POOL = Statement(
-    "How many task instances of each pool are queued.",
-    _count_by(ti.c.pool, _QUEUED, ti.c.pool.is_not(None)),
-)
-_RUNNING_BY_POOL = Statement(
-    "How many task instances of each of the pools ``b_keys`` are running.",
-    _count_by(ti.c.pool, _RUNNING, ti.c.pool.in_(_many("keys"))),
-)
-_QUEUED_BY_CAP = Statement(
-    "How many capped task instances of each DAG are queued.",
-    _count_by(ti.c.dag_id, _QUEUED, ti.c.capped.is_(True)),
-)
-_RUNNING_BY_CAP = Statement(
-    "How many task instances of each of the DAGs ``b_keys`` are running.",
-    _count_by(ti.c.dag_id, _RUNNING, ti.c.dag_id.in_(_many("keys"))),
-)
+_QUEUED_BY_POOL = Statement("Queued task instances by pool.", _by_key(ti.c.pool, _QUEUED, _POOLED))
+_RUNNING_BY_POOL = Statement("Running task instances by pool.", _running(ti.c.pool))
+_QUEUED_BY_CAP = Statement("Queued capped tasks by DAG.", _by_key(ti.c.dag_id, _QUEUED, _CAPPED))
+_RUNNING_BY_CAP = Statement("Running task instances by DAG.", _running(ti.c.dag_id))
 
 
 def _blocked_on_past(conn: Connection, now: datetime) -> dict[str, int]:
