@@ -16,10 +16,8 @@ the sweep (``end_lost``), as a callback is better missed than sent twice. How a 
 ended changes no task or run state. Hand changes (``runs mark``, ``runs cancel``) write no events,
 as in Airflow.
 
-The outbox is a queue of its own, so its statements are here, beside the functions that run
-them, named like the catalogue's (``statements.py``) and under its rules: a claim picks its
-rows with SKIP LOCKED inside the claiming UPDATE's CTE, and every end names the state it
-expects and the worker holding the lease. Its reads are in ``task_reads``.
+Its claims, leases and ends are in the catalogue (``statements``) with every other
+statement that claims, leases or reaps; its reads are in ``task_reads``.
 """
 
 from __future__ import annotations
@@ -30,113 +28,18 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, insert, select, update
+from sqlalchemy import Connection
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import CallbackEvent, CallbackState, RunState
 from dagrun.store import run_reads, sql, task_reads
+from dagrun.store import statements as q
 from dagrun.store.logfiles import LogRange
-from dagrun.store.schema import callback
-from dagrun.store.sql import Statement, binds, name_all
-from dagrun.store.sql import bind as _b
-from dagrun.store.sql import bind_list as _many
 
 if TYPE_CHECKING:
     from dagrun.store.attempts import Completion
     from dagrun.store.runs import SpecLookup
 
-# ---------------------------------------------------------------- statements
-
-_PENDING = CallbackState.PENDING.value
-_CALLING = CallbackState.RUNNING.value
-INSERT_CALLBACK = Statement(
-    "Write an event to the callback outbox (pending), in the transaction that decided it.",
-    insert(callback).values(
-        **binds("event dag_id run_pk ti_id task_id try_number fence_token error created_at"),
-        state=_PENDING,
-    ),
-)
-
-
-def _claim_callbacks(scoped: bool):
-    """pending -> running for up to ``b_limit`` outbox rows, oldest first, leased to
-    ``b_owner`` until ``b_until``; ``scoped``: of the runs ``b_run_pks`` only. Rows are
-    picked in the CTE with SKIP LOCKED, as the catalogue's ``_claim`` does, so the LIMIT
-    holds."""
-    chosen = [callback.c.state == _PENDING]
-    if scoped:
-        chosen.append(callback.c.run_pk.in_(_many("run_pks")))
-    picked = (
-        select(callback.c.id)
-        .where(*chosen)
-        .order_by(callback.c.id)
-        .limit(_b("limit"))
-        .with_for_update(skip_locked=True)
-        .cte("picked")
-    )
-    return (
-        update(callback)
-        .where(callback.c.id == picked.c.id, callback.c.state == _PENDING)
-        .values(state=_CALLING, lease_owner=_b("owner"), lease_until=_b("until"))
-        .returning(
-            *callback.c["id", "event", "dag_id", "run_pk", "ti_id", "task_id", "try_number"],
-            *callback.c["fence_token", "error"],
-        )
-    )
-
-
-CLAIM_CALLBACKS = Statement(
-    "pending -> running for outbox rows: leased for their time limit and a margin, never "
-    "extended (a callback whose worker is lost is ended, not run again).",
-    lambda _: _claim_callbacks(scoped=False),
-)
-CLAIM_CALLBACKS_IN_RUNS = Statement(
-    "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
-    lambda _: _claim_callbacks(scoped=True),
-)
-_HELD_CALLBACK = and_(
-    callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
-)
-FINISH_CALLBACK = Statement(
-    "running -> sent or failed for a callback this worker holds, with the reason and its log "
-    "range; one that the sweep ended meanwhile (worker lost) keeps that end.",
-    update(callback)
-    .where(_HELD_CALLBACK)
-    .values(
-        state=_b("state"),
-        lease_until=None,
-        ended_at=_b("now"),
-        outcome_error=_b("error"),
-        log_path=_b("log"),
-        log_offset=_b("log_offset"),
-        log_length=_b("log_length"),
-    ),
-)
-RELEASE_CALLBACK = Statement(
-    "running -> pending for a callback given back before any child started it (shutdown).",
-    update(callback)
-    .where(_HELD_CALLBACK)
-    .values(state=_PENDING, lease_owner=None, lease_until=None),
-)
-END_LOST_CALLBACKS = Statement(
-    "running -> failed for callbacks whose lease ran out or whose worker is known gone: a "
-    "callback fires at most once, so it is never run again; returns the rows ended.",
-    update(callback)
-    .where(
-        callback.c.state == _CALLING,
-        (callback.c.lease_until < _b("now")) | callback.c.lease_owner.in_(_many("gone")),
-    )
-    .values(
-        state=CallbackState.FAILED.value,
-        lease_until=None,
-        ended_at=_b("now"),
-        outcome_error=_b("error"),
-    )
-    .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
-)
-
-
-name_all(globals(), prefix="callbacks.")
 
 # ---------------------------------------------------------------- events
 
@@ -199,7 +102,7 @@ def enqueue_task_events(conn: Connection, events: Iterable[TaskEvent], now: date
         | {"b_fence_token": e.fence_token}
         for e in events
     ]
-    sql.execute_many(conn, INSERT_CALLBACK, rows)
+    sql.execute_many(conn, q.INSERT_CALLBACK, rows)
     return len(rows)
 
 
@@ -222,7 +125,7 @@ def enqueue_run_event(
     the event is written once however many processes decided the same end."""
     if event.value not in spec.callbacks:
         return False
-    sql.execute(conn, INSERT_CALLBACK, _row(event, spec.dag_id, run_pk, error, now))
+    sql.execute(conn, q.INSERT_CALLBACK, _row(event, spec.dag_id, run_pk, error, now))
     return True
 
 
@@ -292,12 +195,12 @@ def claim(
         return []
     params = {"b_owner": owner, "b_until": now + timedelta(seconds=hold_seconds)}
     if not scoped:
-        rows = sql.rows(conn, CLAIM_CALLBACKS, {**params, "b_limit": limit})
+        rows = sql.rows(conn, q.CLAIM_CALLBACKS, {**params, "b_limit": limit})
     else:
         rows = []
         for chunk in sql.chunks(run_pks):
             more = {**params, "b_limit": limit - len(rows), "b_run_pks": chunk}
-            rows += sql.rows(conn, CLAIM_CALLBACKS_IN_RUNS, more)
+            rows += sql.rows(conn, q.CLAIM_CALLBACKS_IN_RUNS, more)
             if len(rows) >= limit:
                 break
     if not rows:
@@ -358,13 +261,13 @@ def finish(conn: Connection, owner: str, ends: Iterable[CallbackEnd], now: datet
         }
         for e in ends
     ]
-    return sql.execute_many(conn, FINISH_CALLBACK, rows)
+    return sql.execute_many(conn, q.FINISH_CALLBACK, rows)
 
 
 def release(conn: Connection, owner: str, ids: Iterable[int]) -> int:
     """Give held callbacks that no child started back to the outbox (worker shutdown)."""
     rows = [{"b_id": i, "b_owner": owner} for i in ids]
-    return sql.execute_many(conn, RELEASE_CALLBACK, rows)
+    return sql.execute_many(conn, q.RELEASE_CALLBACK, rows)
 
 
 def end_lost(conn: Connection, now: datetime, gone: Iterable[str] = ()) -> list[Any]:
@@ -372,7 +275,7 @@ def end_lost(conn: Connection, now: datetime, gone: Iterable[str] = ()) -> list[
     ``gone``) has exited: they may have fired already, so they are not run again. Returns
     the rows ended (id, event, dag_id, task_id)."""
     params = {"b_now": now, "b_gone": sorted(gone), "b_error": LOST}
-    return sql.rows(conn, END_LOST_CALLBACKS, params)
+    return sql.rows(conn, q.END_LOST_CALLBACKS, params)
 
 
 def outstanding(conn: Connection, run_pks: Iterable[int]) -> bool:

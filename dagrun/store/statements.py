@@ -1,13 +1,15 @@
 """The catalogue: every statement that creates, admits, starts, claims, leases, completes,
-reaps or clears runs and task instances, and the locks they take, each named with one line
-on what it does.
+reaps or clears runs, task instances and callback events, and the locks they take, each
+named with one line on what it does.
 
 This module is the concurrency story of dagrun, read top to bottom. A DAG's runs are
 created and admitted under its row lock, and started; a run's tasks are queued (or given up
 on) under the run locks, and the run ends when they have; workers claim queued tasks, within
 the pools' and DAGs' limits counted under those rows' locks, hold them by lease and end each
 attempt with one fenced outcome; a sensor gives its lease back between pokes; upkeep
-requeues what is due and reaps what lost its worker; operators clear, mark and cancel. Its
+requeues what is due and reaps what lost its worker; the callback outbox's events are
+claimed and leased the same way, and ended, never run twice; operators clear, mark and
+cancel. Its
 rules:
 
 * A transition is a guarded UPDATE that names the state it expects and, for work a worker
@@ -28,8 +30,7 @@ rules:
 Nothing else is here. A decision locks first, then reads what it decides from with plain
 reads, which lock nothing and live with the other reads: ``run_reads`` (runs and their task
 states), ``task_reads`` (task instances, attempts, callbacks) and ``dag_reads`` (DAGs,
-pools and caps, asset events). The callback outbox is a queue of its own under the same
-rules; its claims, leases and reap are beside the functions that run them, in ``callbacks``.
+pools and caps, asset events).
 Configuration rows keep their statements beside their own modules (``registry``, ``pools``,
 ``variables``, ``connections``, ``audit``), as do the asset records (``assets``) and
 retention's deletes (``retention``). The functions that combine this module's statements
@@ -466,6 +467,96 @@ EXPIRE_LEASE = Statement(
         last_error=func.coalesce(_b("error"), ti.c.last_error),
     ),
 )
+
+# ---------------------------------------------------------------- callbacks: the outbox
+
+_PENDING = CallbackState.PENDING.value
+_CALLING = CallbackState.RUNNING.value
+INSERT_CALLBACK = Statement(
+    "Write an event to the callback outbox (pending), in the transaction that decided it.",
+    insert(callback).values(
+        **binds("event dag_id run_pk ti_id task_id try_number fence_token error created_at"),
+        state=_PENDING,
+    ),
+)
+
+
+def _claim_callbacks(scoped: bool):
+    """pending -> running for up to ``b_limit`` outbox rows, oldest first, leased to
+    ``b_owner`` until ``b_until``; ``scoped``: of the runs ``b_run_pks`` only. Rows are
+    picked in the CTE with SKIP LOCKED, as ``_claim``'s are, so the LIMIT holds."""
+    chosen = [callback.c.state == _PENDING]
+    if scoped:
+        chosen.append(callback.c.run_pk.in_(_many("run_pks")))
+    picked = (
+        select(callback.c.id)
+        .where(*chosen)
+        .order_by(callback.c.id)
+        .limit(_b("limit"))
+        .with_for_update(skip_locked=True)
+        .cte("picked")
+    )
+    return (
+        update(callback)
+        .where(callback.c.id == picked.c.id, callback.c.state == _PENDING)
+        .values(state=_CALLING, lease_owner=_b("owner"), lease_until=_b("until"))
+        .returning(
+            *callback.c["id", "event", "dag_id", "run_pk", "ti_id", "task_id", "try_number"],
+            *callback.c["fence_token", "error"],
+        )
+    )
+
+
+CLAIM_CALLBACKS = Statement(
+    "pending -> running for outbox rows: leased for their time limit and a margin, never "
+    "extended (a callback whose worker is lost is ended, not run again).",
+    lambda _: _claim_callbacks(scoped=False),
+)
+CLAIM_CALLBACKS_IN_RUNS = Statement(
+    "CLAIM_CALLBACKS for the events of some runs only (`dagrun run` and backfill).",
+    lambda _: _claim_callbacks(scoped=True),
+)
+_HELD_CALLBACK = and_(
+    callback.c.id == _b("id"), callback.c.state == _CALLING, callback.c.lease_owner == _b("owner")
+)
+FINISH_CALLBACK = Statement(
+    "running -> sent or failed for a callback this worker holds, with the reason and its log "
+    "range; one that the sweep ended meanwhile (worker lost) keeps that end.",
+    update(callback)
+    .where(_HELD_CALLBACK)
+    .values(
+        state=_b("state"),
+        lease_until=None,
+        ended_at=_b("now"),
+        outcome_error=_b("error"),
+        log_path=_b("log"),
+        log_offset=_b("log_offset"),
+        log_length=_b("log_length"),
+    ),
+)
+RELEASE_CALLBACK = Statement(
+    "running -> pending for a callback given back before any child started it (shutdown).",
+    update(callback)
+    .where(_HELD_CALLBACK)
+    .values(state=_PENDING, lease_owner=None, lease_until=None),
+)
+END_LOST_CALLBACKS = Statement(
+    "running -> failed for callbacks whose lease ran out or whose worker is known gone: a "
+    "callback fires at most once, so it is never run again; returns the rows ended.",
+    update(callback)
+    .where(
+        callback.c.state == _CALLING,
+        (callback.c.lease_until < _b("now")) | callback.c.lease_owner.in_(_many("gone")),
+    )
+    .values(
+        state=CallbackState.FAILED.value,
+        lease_until=None,
+        ended_at=_b("now"),
+        outcome_error=_b("error"),
+    )
+    .returning(callback.c.id, callback.c.event, callback.c.dag_id, callback.c.task_id),
+)
+
 
 # ---------------------------------------------------------------- operators: clear, mark, cancel
 

@@ -16,10 +16,11 @@ The HTML pages and the ``/api`` routes share their view models, so the API mirro
 Modules: ``app`` (the WSGI callable, its error pages, and the ``Site`` every handler gets),
 ``http`` (requests, responses, HTTP errors), ``routes`` (the URL table), ``urls`` and
 ``formatting`` (what the templates print), ``paging`` and ``models`` (the shared view models,
-read through the store's ``*_reads`` modules), ``operations`` (the view models of assets and
-callbacks), ``pages`` (HTML), ``api`` (JSON and ``/healthz``), ``metrics`` (Prometheus),
-``logs`` (safe log reading), ``templates`` (Jinja and static files), ``server`` (waitress:
-bounded threads, idle connections closed).
+read through the store's ``*_reads`` modules), ``asset_views`` and ``callback_views`` (the
+view models of assets and of callbacks), ``grid``, ``graph_view``, ``gantt`` and
+``durations`` (the pictures), ``pages`` (HTML), ``api`` (JSON and ``/healthz``), ``metrics``
+(Prometheus), ``logs`` (safe log reading), ``templates`` (Jinja and static files),
+``server`` (waitress: bounded threads, idle connections closed).
 """
 
 from __future__ import annotations
