@@ -12,9 +12,12 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagrun.errors import DagDefinitionError
+
+if TYPE_CHECKING:
+    from typing_extensions import TypeIs  # typing.TypeIs from Python 3.13
 
 #: An asset's name: a dataset name or a URI-like path (``s3://bucket/sales``).
 ASSET_NAME = re.compile(r"[A-Za-z0-9_.:/-]{1,250}")
@@ -35,7 +38,7 @@ class Asset:
             )
 
 
-def is_asset_schedule(schedule: Any) -> bool:
+def is_asset_schedule(schedule: object) -> TypeIs[list[Any] | tuple[Any, ...]]:
     """Whether a DAG's ``schedule`` is a list (of assets, else a definition error) rather
     than a time schedule."""
     return isinstance(schedule, list | tuple)

@@ -14,6 +14,7 @@ import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
+from types import FrameType
 from typing import TYPE_CHECKING, Any
 
 from dagrun.authoring.assets import is_asset_schedule
@@ -26,6 +27,7 @@ from dagrun.timing.instants import parse_duration
 from dagrun.timing.timetable import Timetable, make_timetable
 
 if TYPE_CHECKING:
+    from dagrun.authoring.assets import Asset
     from dagrun.authoring.groups import TaskGroup
     from dagrun.authoring.tasks import Task
 
@@ -69,7 +71,7 @@ class DAG:
     def __init__(
         self,
         dag_id: str,
-        schedule: str | timedelta | None = None,
+        schedule: str | timedelta | list[Asset] | tuple[Asset, ...] | None = None,
         start_date: Any = None,
         end_date: Any = None,
         timezone: str = "UTC",
@@ -185,7 +187,7 @@ def first_free(base: str, taken: Callable[[str], bool]) -> str:
 
 def _definition_site() -> tuple[str | None, int | None]:
     """The file and line of the user code that constructed the DAG (for error messages)."""
-    frame = sys._getframe(1)
+    frame: FrameType | None = sys._getframe(1)
     while frame is not None and frame.f_code.co_filename == __file__:
         frame = frame.f_back
     if frame is None:

@@ -56,7 +56,7 @@ class TaskGroup(DependencyMixin):
         self.dag = dag
         #: The ids of the nested groups down to this one, joined by dots: where it sits,
         #: whatever ``prefix_group_id`` says.
-        self.path = f"{parent.path}.{key}" if parent else key
+        self.path: str = f"{parent.path}.{key}" if parent else key
         #: Unique among the DAG's task and group ids: its key with its parent's prefix.
         self.group_id = dag.qualify(key)
         self.prefix_group_id = bool(prefix_group_id)

@@ -42,6 +42,7 @@ def import_file(path: str, source: str | None = None) -> list[DAG]:
         sys.path.insert(0, folder)
     dags = collect_dags()
     spec = importlib.util.spec_from_file_location(module_name(path), path)
+    assert spec is not None and spec.loader is not None  # a .py path has a source loader
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     if source is None:
@@ -235,7 +236,7 @@ def _helper_files(names: list[str], path: str) -> list[str]:
 class _ModulesMark(NamedTuple):
     """How many modules were imported, and the newest of them (name and module)."""
 
-    count: int
+    size: int
     newest: str
     module: object
 
@@ -252,13 +253,13 @@ def _imported_since(mark: _ModulesMark) -> list[str]:
     """The modules imported after ``mark``. If modules from before it were removed too, old
     and new can no longer be told apart, and every module is returned (``_forget`` still
     drops only the file's own and its folder's)."""
-    unchanged = len(sys.modules) == mark.count and next(reversed(sys.modules)) == mark.newest
+    unchanged = len(sys.modules) == mark.size and next(reversed(sys.modules)) == mark.newest
     if unchanged and sys.modules[mark.newest] is mark.module:
         return []  # nothing imported: most attempts
     names = list(sys.modules)
-    in_place = len(names) >= mark.count and names[mark.count - 1] == mark.newest
+    in_place = len(names) >= mark.size and names[mark.size - 1] == mark.newest
     if in_place and sys.modules[mark.newest] is mark.module:
-        return names[mark.count :]
+        return names[mark.size :]
     return names
 
 

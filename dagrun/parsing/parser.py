@@ -113,9 +113,9 @@ class _ParseChild(processes.ForkedChild):
         except EOFError:
             error = DagFileError(path, f"import killed the parser ({self.exit_reason()})")
             return FileResult(path, hashes[path], error=error), False
-        error = DagFileError(path, *reason) if reason else None
+        failure = DagFileError(path, *reason) if reason else None
         specs = [DagSpec.from_wire(s) for s in specs]
-        return FileResult(path, hashes[path], specs, error, tuple(helpers)), True
+        return FileResult(path, hashes[path], specs, failure, tuple(helpers)), True
 
     def time_out(self, hashes: dict[str, str]) -> FileResult:
         path = self.paths.pop(0)

@@ -89,6 +89,7 @@ class CronSpec:
     def _next_day_by_croniter(self, day: date) -> date | None:
         from croniter import CroniterBadDateError
 
+        assert self.exotic is not None  # next_day calls this only for an exotic expression
         walker = copy.copy(self.exotic)  # own cursor state, shared parsed fields
         try:
             just_before = datetime.combine(day, time()) - timedelta(minutes=1)

@@ -23,7 +23,7 @@ ONE_DAY = timedelta(days=1)
 _ISO_HINT = "expected an ISO 8601 date or datetime such as 2026-01-31 or 2026-01-31T02:30"
 
 
-def get_zone(name: str) -> ZoneInfo:
+def get_zone(name: str | ZoneInfo) -> ZoneInfo:
     """The IANA zone called `name`, so that a typo fails when the DAG loads, not at a run."""
     if isinstance(name, ZoneInfo):
         return name
@@ -186,10 +186,12 @@ def resolve_reading(reading: datetime, folded: datetime, tz: ZoneInfo) -> _Resol
     datetimes (datetime.replace and astimezone), which dominated the cost of iterating.
     """
     early_offset = tz.utcoffset(reading)
+    assert early_offset is not None  # a ZoneInfo gives every datetime an offset
     first = reading - early_offset
     late_offset = tz.utcoffset(folded)
     if late_offset == early_offset:
         return _Resolved(Kind.NORMAL, first, None)
+    assert late_offset is not None
     second = reading - late_offset
     if first < second:
         return _Resolved(Kind.REPEATED, first, second)

@@ -196,6 +196,8 @@ class NullTimetable(Timetable):
 class OnceTimetable(Timetable):
     """@once: a single interval with start = end = start_date."""
 
+    start: datetime  # always set: a scheduled timetable needs a start_date
+
     def __init__(self, tz: ZoneInfo, start: datetime, end: datetime | None):
         super().__init__("@once", tz, start, end)
 
@@ -206,6 +208,8 @@ class OnceTimetable(Timetable):
 
 class DeltaTimetable(Timetable):
     """A timedelta: intervals of fixed real duration from start_date (UTC arithmetic, no DST)."""
+
+    start: datetime  # always set: a scheduled timetable needs a start_date
 
     def __init__(self, delta: timedelta, tz: ZoneInfo, start: datetime, end: datetime | None):
         super().__init__(f"every {delta}", tz, start, end)
@@ -255,6 +259,8 @@ class CronTimetable(Timetable):
     def _intervals_after(self, after: datetime) -> Iterator[tuple[DataInterval, str | None]]:
         fires = self._fires_after(after)
         current = next(fires, None)
+        if current is None:
+            return
         for following in fires:
             yield DataInterval(current.instant, following.instant), current.note
             current = following
@@ -276,7 +282,9 @@ class CronTimetable(Timetable):
         return (after + offset).replace(tzinfo=None)
 
     def _offset_at(self, instant: datetime) -> timedelta:
-        return instant.astimezone(self.tz).utcoffset()
+        offset = instant.astimezone(self.tz).utcoffset()
+        assert offset is not None  # an instant in a ZoneInfo zone always has an offset
+        return offset
 
     def _fixed_time_fires(self, walls: Iterable[tuple[datetime, datetime]]) -> Iterator[_Fire]:
         """Debian's rule: a skipped wall time fires at the end of its gap, a repeated one once."""
@@ -305,6 +313,7 @@ class CronTimetable(Timetable):
             while repeats and repeats[0].instant < first:
                 yield repeats.popleft()
             if kind is Kind.REPEATED:
+                assert second is not None  # a repeated wall time has its second instant
                 label = hhmm(wall)
                 yield _Fire(first, f"real time: 1st {label} ({_zone_name(first, self.tz)})")
                 repeats.append(
@@ -373,7 +382,9 @@ def make_timetable(
     if kind == "once":
         return OnceTimetable(tz, start, end)
     if kind == "delta":
+        assert isinstance(schedule, timedelta)  # _schedule_kind's "delta"
         return DeltaTimetable(schedule, tz, start, end)
+    assert isinstance(schedule, str)  # _schedule_kind's "cron"
     return CronTimetable(schedule.strip(), tz, start, end, cron)
 
 

@@ -7,7 +7,7 @@ every instant is ISO 8601 in UTC, with the DAG's local time alongside where the 
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 from zoneinfo import ZoneInfo
 
 from dagrun.store import dag_reads, run_reads
@@ -191,8 +191,14 @@ def _task_row_json(row: GridRow) -> dict[str, Any]:
         "removed": row.removed,
         "group": row.group or None,
         "mapped": row.kind == "mapped",
-        "cells": [_cell_json(c) for c in row.cells],
+        "cells": [_cell_json(c) for c in _task_cells(row)],
     }
+
+
+def _task_cells(row: GridRow) -> list[GridCell]:
+    """The cells of a task or index row: only a group row holds group cells."""
+    assert row.kind != "group"
+    return cast("list[GridCell]", row.cells)
 
 
 def _cell_json(cell: GridCell) -> dict[str, Any]:
@@ -216,7 +222,7 @@ def grid_json(grid: GridView) -> dict[str, Any]:
     for row in grid.rows:
         if row.kind == "index":
             tasks[-1].setdefault("indexes", []).append(
-                {"map_index": row.map_index, "cells": [_cell_json(c) for c in row.cells]}
+                {"map_index": row.map_index, "cells": [_cell_json(c) for c in _task_cells(row)]}
             )
         elif row.kind != "group":
             tasks.append(_task_row_json(row))

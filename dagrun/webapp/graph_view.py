@@ -308,7 +308,8 @@ def _ranks(spec: DagSpec, graph: nx.DiGraph, layer_of: dict[str, int]) -> dict[s
     sweeps = [(layers[1:], graph.predecessors), (layers[-2::-1], graph.successors)]
     for sweep, neighbours in [*sweeps, sweeps[0]]:
         for layer in sweep:
-            layer.sort(key=lambda t, near=neighbours: _barycentre(t, near(t), rank))
+            places = {t: _barycentre(t, neighbours(t), rank) for t in layer}
+            layer.sort(key=places.__getitem__)
             rank.update((t, (i + 0.5) / len(layer)) for i, t in enumerate(layer))
     return rank
 

@@ -6,7 +6,7 @@ builds its model after the transaction ends, so no lock is held while HTML is bu
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -199,11 +199,12 @@ def task_lines(
     """A line per task instance (each index of a mapped task), in task order; a task the
     run has no instance of yet gets an empty line."""
     by_task: dict[str, list[TaskRow]] = {}
-    for instance in instances:
-        by_task.setdefault(instance.task_id, []).append(instance)
+    for row in instances:
+        by_task.setdefault(row.task_id, []).append(row)
     lines = []
     for task_id, removed in task_order(info, by_task):
-        for instance in by_task.get(task_id) or [None]:
+        found: Sequence[TaskRow | None] = by_task.get(task_id) or [None]
+        for instance in found:
             duration = None
             if instance is not None:
                 duration = live_duration(
@@ -222,10 +223,10 @@ def read_audit(store: Store, dag_id: str | None, limit: str | None) -> list[audi
     """The newest audit entries (``limit`` as the query gave it, default 100), of one DAG
     when ``dag_id`` is given (a DAG that is not known is a 404, as on every page of a DAG)."""
     try:
-        limit = min(AUDIT_LIMIT, max(1, int(limit or 100)))
+        most = min(AUDIT_LIMIT, max(1, int(limit or 100)))
     except ValueError:
-        limit = 100
+        most = 100
     with store.read() as conn:
         if dag_id is not None:
             dag_reads.get_dag(conn, dag_id)
-        return audit.entries(conn, dag_id, limit)
+        return audit.entries(conn, dag_id, most)

@@ -21,36 +21,36 @@ _LOG = (
     rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/tries/(?P<try_number>\d{{1,9}})/log"
 )
 _CALLBACK_LOG = rf"/dags/{_DAG}/runs/{_RUN}/callbacks/(?P<callback_id>\d{{1,9}})/log"
+_TABLE: list[tuple[str, Handler]] = [
+    (r"/", pages.dag_list),
+    (r"/import-errors", pages.import_errors),
+    (r"/audit", pages.audit_log),
+    (rf"/dags/{_DAG}/audit", pages.audit_log),
+    (rf"/dags/{_DAG}/durations", pages.durations),
+    (r"/assets", pages.assets),
+    (rf"/dags/{_DAG}/assets", pages.dag_assets),
+    (rf"/dags/{_DAG}/graph", pages.graph),
+    (rf"/dags/{_DAG}(?:/grid)?", pages.grid),
+    (_LOG, pages.log),
+    (rf"/dags/{_DAG}/runs/{_RUN}/gantt", pages.gantt),
+    (_CALLBACK_LOG, pages.callback_log),
+    (rf"/dags/{_DAG}/runs/{_RUN}", pages.run),
+    (r"/static/(?P<name>[A-Za-z0-9_.-]+)", pages.static),
+    (r"/api/dags", api.api_dags),
+    (r"/api/import-errors", api.api_import_errors),
+    (r"/api/audit", api.api_audit),
+    (rf"/api/dags/{_DAG}/audit", api.api_audit),
+    (r"/api/assets", api.api_assets),
+    (rf"/api/dags/{_DAG}/assets", api.api_dag_assets),
+    (rf"/api/dags/{_DAG}/grid", api.api_grid),
+    (rf"/api/dags/{_DAG}/graph", api.api_graph),
+    (rf"/api/dags/{_DAG}/runs", api.api_runs),
+    (rf"/api/dags/{_DAG}/runs/{_RUN}", api.api_run),
+    (r"/healthz", api.healthz),
+    (r"/metrics", metrics.metrics),
+]
 ROUTES: list[tuple[re.Pattern[str], Handler]] = [
-    (re.compile(pattern), handler)
-    for pattern, handler in [
-        (r"/", pages.dag_list),
-        (r"/import-errors", pages.import_errors),
-        (r"/audit", pages.audit_log),
-        (rf"/dags/{_DAG}/audit", pages.audit_log),
-        (rf"/dags/{_DAG}/durations", pages.durations),
-        (r"/assets", pages.assets),
-        (rf"/dags/{_DAG}/assets", pages.dag_assets),
-        (rf"/dags/{_DAG}/graph", pages.graph),
-        (rf"/dags/{_DAG}(?:/grid)?", pages.grid),
-        (_LOG, pages.log),
-        (rf"/dags/{_DAG}/runs/{_RUN}/gantt", pages.gantt),
-        (_CALLBACK_LOG, pages.callback_log),
-        (rf"/dags/{_DAG}/runs/{_RUN}", pages.run),
-        (r"/static/(?P<name>[A-Za-z0-9_.-]+)", pages.static),
-        (r"/api/dags", api.api_dags),
-        (r"/api/import-errors", api.api_import_errors),
-        (r"/api/audit", api.api_audit),
-        (rf"/api/dags/{_DAG}/audit", api.api_audit),
-        (r"/api/assets", api.api_assets),
-        (rf"/api/dags/{_DAG}/assets", api.api_dag_assets),
-        (rf"/api/dags/{_DAG}/grid", api.api_grid),
-        (rf"/api/dags/{_DAG}/graph", api.api_graph),
-        (rf"/api/dags/{_DAG}/runs", api.api_runs),
-        (rf"/api/dags/{_DAG}/runs/{_RUN}", api.api_run),
-        (r"/healthz", api.healthz),
-        (r"/metrics", metrics.metrics),
-    ]
+    (re.compile(pattern), handler) for pattern, handler in _TABLE
 ]
 
 
