@@ -92,24 +92,10 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     help="Seconds running attempts get to finish after SIGTERM.",
 )
 @click.option("--poll", type=click.FloatRange(0.05), default=1.0, show_default=True)
+@click.option("--once", is_flag=True, help="Run what is ready (and what it readies), then exit.")
+@click.option("--max-tasks", type=click.IntRange(1), metavar="N", help="Exit after N attempts.")
 @click.option(
-    "--once",
-    is_flag=True,
-    help="Run what is ready (and what that makes ready), then exit.",
-)
-@click.option(
-    "--max-tasks",
-    type=click.IntRange(1),
-    default=None,
-    metavar="N",
-    help="Exit once N attempts have run (claiming no more).",
-)
-@click.option(
-    "--max-idle",
-    type=click.FloatRange(0),
-    default=None,
-    metavar="SECONDS",
-    help="Exit after SECONDS with nothing to run.",
+    "--max-idle", type=click.FloatRange(0), metavar="SECONDS", help="Exit after SECONDS idle."
 )
 @pass_app
 def worker(
