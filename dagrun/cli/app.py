@@ -126,6 +126,7 @@ def pick_run(conn: Connection, spec: DagSpec, run_id: str | None, date: str | No
         raise UsageError("give either RUN_ID or --date")
     if run_id:
         return run_reads.run_by_id(conn, spec.dag_id, run_id)
+    assert date is not None  # exactly one of the two, checked above
     return run_reads.run_by_date(conn, spec.dag_id, resolve_date(spec, date))
 
 
@@ -172,7 +173,7 @@ def stop_signals(stop: Callable[[], None]) -> Iterator[None]:
     """SIGTERM and SIGINT call ``stop`` (a clean shutdown) instead of killing the process."""
     previous = {s: signal.getsignal(s) for s in (signal.SIGTERM, signal.SIGINT)}
 
-    seen = []
+    seen: list[int] = []
 
     def handler(signum, _frame) -> None:
         name = signal.Signals(signum).name

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import TypedDict, Unpack
 
 import click
 
@@ -151,7 +152,7 @@ def add_connection(
     conn_id: str,
     uri: str | None,
     description: str | None,
-    **fields: object,
+    **fields: Unpack[_FieldOptions],
 ) -> None:
     """Add connection CONN_ID from --uri or from --conn-type and the other fields, or
     replace the one with that id."""
@@ -171,7 +172,19 @@ def add_connection(
     click.echo(f"connection {conn_id} {'replaced' if replaced else 'added'}")
 
 
-def _connection_from(conn_id: str, uri: str | None, fields: dict[str, object]) -> Connection:
+class _FieldOptions(TypedDict):
+    """The options of ``connections add`` that are a connection's fields (None: not given)."""
+
+    conn_type: str | None
+    host: str | None
+    port: int | None
+    login: str | None
+    password: str | None
+    schema: str | None
+    extra: str | None
+
+
+def _connection_from(conn_id: str, uri: str | None, fields: _FieldOptions) -> Connection:
     """The connection the options describe: a URI, or fields, never both."""
     given = [f"--{name.replace('_', '-')}" for name, v in fields.items() if v is not None]
     if uri is not None:
@@ -192,7 +205,7 @@ def _connection_from(conn_id: str, uri: str | None, fields: dict[str, object]) -
     )
 
 
-def _extra(text: object) -> dict:
+def _extra(text: str | None) -> dict:
     if text is None:
         return {}
     try:
@@ -214,8 +227,7 @@ def get_connection(app: App, conn_id: str, as_json: bool) -> None:
         found = conn_store.get_connection(conn, conn_id)
     if found is None:
         raise ConnectionNotFound(conn_id)
-    found = Connection(**found)
-    shown = _connection_json(found)
+    shown = _connection_json(Connection(**found))
     if as_json:
         echo_json(shown)
     else:

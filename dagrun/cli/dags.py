@@ -147,10 +147,13 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
     with app.store.read() as conn:
         spec = dag_reads.get_dag(conn, dag_id).spec
     tt = spec.timetable
-    try:
-        start = parse_cli_instant(after, tt.tz) if after else datetime.now(UTC)
-    except OverflowError:
-        raise UsageError(out_of_range("--after", after, spec)) from None
+    if not after:
+        start = datetime.now(UTC)
+    else:
+        try:
+            start = parse_cli_instant(after, tt.tz)
+        except OverflowError:
+            raise UsageError(out_of_range("--after", after, spec)) from None
     try:
         occurrences = tt.occurrences(start, count)
     except OverflowError:  # only an --after within days of 9999-12-31 gets here

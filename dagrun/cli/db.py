@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import sys
 from datetime import UTC, datetime
+from zoneinfo import ZoneInfo
 
 import click
 
@@ -67,7 +68,7 @@ def clean(app: App, before: str, dry_run: bool, yes: bool, batch_size: int) -> N
       dagrun db clean --before 2026-01-01 --dry-run
       dagrun db clean --before 2026-01-01T00:00+01:00 --yes
     """
-    cutoff = parse_cli_instant(before, UTC, what="--before")
+    cutoff = parse_cli_instant(before, ZoneInfo("UTC"), what="--before")
     if not (dry_run or yes or sys.stdin.isatty()):
         raise UsageError("db clean deletes history: pass --yes to confirm (or --dry-run)")
     store = app.store
@@ -118,7 +119,7 @@ def _logs(tally: retention.Tally) -> str:
     return text + (f"; segments kept: {'; '.join(notes)}" if notes else "")
 
 
-def _size(count: int) -> str:
+def _size(count: float) -> str:
     for unit in ("bytes", "KiB", "MiB", "GiB"):
         if count < 1024 or unit == "GiB":
             return f"{count:,} {unit}" if unit == "bytes" else f"{count:,.1f} {unit}"

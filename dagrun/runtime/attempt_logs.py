@@ -27,13 +27,14 @@ from dagrun.store.logfiles import LogRange
 
 def log_folder_problem(exc: OSError) -> str:
     """What an error writing the log says about the log folder, in a few words."""
-    return {
+    problems: dict[int | None, str] = {
         errno.ENOSPC: "log folder full",
         errno.EDQUOT: "log folder over its quota",
         errno.EROFS: "log folder read-only",
         errno.EACCES: "log folder not writable",
         errno.EPERM: "log folder not writable",
-    }.get(exc.errno, "log folder unusable")
+    }
+    return problems.get(exc.errno, "log folder unusable")
 
 
 def note(level: str, message: str) -> None:
@@ -70,6 +71,7 @@ def captured(log_dir: str | None, masker: Masker | None = None) -> Iterator[list
     sys.stderr.flush()
     segment = logfiles.segment(log_dir)
     offset = segment.start()
+    assert segment.fd is not None and segment.path is not None  # start() opened it
     saved_fds = _redirect_fds(segment.fd)
     try:
         sys.stdout = sys.stderr = target.stream
@@ -143,7 +145,7 @@ class _Fd2Target:
     of them, where building both per attempt was much of a small attempt's cost."""
 
     stream: TextIO
-    handler: logging.Handler
+    handler: logging.StreamHandler[TextIO | MaskingWriter]  # the stream, or it masked
 
 
 _target: _Fd2Target | None = None
@@ -153,7 +155,7 @@ def _fd2_target() -> _Fd2Target:
     global _target
     if _target is None or _target.stream.closed:
         stream = open(2, "w", buffering=1, closefd=False)  # noqa: SIM115 - lives on
-        handler = logging.StreamHandler(stream)
+        handler: logging.StreamHandler[TextIO | MaskingWriter] = logging.StreamHandler(stream)
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
         _target = _Fd2Target(stream, handler)
     return _target

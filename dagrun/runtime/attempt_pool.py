@@ -212,6 +212,10 @@ class AttemptPool:
     def busy(self) -> list[Child]:
         return [c for c in self.children if c.inbox]
 
+    def running(self) -> list[tuple[Child, Job]]:
+        """The busy children, each with the job it is running (the first of its inbox)."""
+        return [(c, c.inbox[0]) for c in self.children if c.inbox]
+
     def jobs(self) -> list[Job]:
         """Every job a child holds: running or waiting in its inbox."""
         return [job for c in self.children for job in c.inbox]
@@ -300,10 +304,9 @@ class AttemptPool:
     def _kill_overdue(self) -> list[tuple[Job, AttemptResult]]:
         now = time.monotonic()
         ended = []
-        for child in self.busy():
-            deadline = child.job.deadline
+        for child, job in self.running():
+            deadline = job.deadline
             if deadline is not None and now >= deadline:
-                job = child.job
                 reason = f"timed out after {job.timeout:g} s ({job.timeout_name}); killed"
                 ended.extend(self._replace(child, reason, AttemptOutcome.TIMED_OUT))
         return ended
@@ -314,8 +317,7 @@ class AttemptPool:
         Python attempt, or one still running at the deadline, is killed with its child."""
         now = time.monotonic()
         ended = []
-        for child in self.busy():
-            job = child.job
+        for child, job in self.running():
             if not job.taken:
                 continue
             if job.stop_deadline is None and job.pgids:
@@ -329,13 +331,14 @@ class AttemptPool:
         return ended
 
     def next_deadline(self) -> float | None:
+        running = [job for _, job in self.running()]
         deadlines = [
             d
-            for c in self.busy()
-            for d in (c.job.deadline, c.job.stop_deadline if c.job.taken else None)
+            for job in running
+            for d in (job.deadline, job.stop_deadline if job.taken else None)
             if d is not None
         ]
-        if any(c.job.taken and c.job.stop_deadline is None for c in self.busy()):
+        if any(job.taken and job.stop_deadline is None for job in running):
             deadlines.append(0.0)  # a taken attempt not stopped yet: at once
         return min(deadlines) if deadlines else None
 
@@ -355,6 +358,7 @@ class AttemptPool:
         job.ended = time.monotonic()
         tail = None
         if self.log_dir is not None:
+            assert child.process.pid is not None  # a Child starts its process at once
             tail = logfiles.tail_of(self.log_dir, child.process.pid, child.last_log)
         log.warning(
             "worker child %d %s during %s; replaced", child.process.pid, reason, job.request.label
@@ -382,7 +386,7 @@ class AttemptPool:
 
     def kill_busy(self) -> list[Job]:
         """Kill every child that holds jobs (shutdown past the grace period); their jobs."""
-        jobs = []
+        jobs: list[Job] = []
         for child in self.busy():
             jobs.extend(child.inbox)
             child.kill()

@@ -86,7 +86,7 @@ def _parsed(
 
 
 def _keep_last_good(
-    known: dict[str, registry.KnownFile],
+    known: dict[str, dag_reads.KnownFile],
     results: dict[str, parser.FileResult],
     owners: dict[str, str],
 ) -> dict[str, tuple[str, ...]]:

@@ -26,7 +26,7 @@ import select
 import sys
 import time
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, TextIO
+from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from dagrun.errors import StoreError
 from dagrun.runtime.environment import environment_secrets
@@ -219,7 +219,14 @@ def active() -> Masker | None:
     return stream.masker if isinstance(stream, MaskingWriter) else None
 
 
-def piped(masker: Masker | None) -> dict[str, int]:
+class PipedOutput(TypedDict, total=False):
+    """``Popen``'s ``stdout`` and ``stderr`` arguments, as ``piped`` gives them."""
+
+    stdout: int
+    stderr: int
+
+
+def piped(masker: Masker | None) -> PipedOutput:
     """``Popen`` arguments for a command started while output is masked: its stdout and
     stderr on one pipe, for ``pump``. None otherwise: it writes to the log itself, at no
     cost."""
@@ -237,6 +244,7 @@ def pump(process: subprocess.Popen, masker: Masker, timeout: float | None = None
     running in the background may hold the pipe open, and the command's end is the task's
     end, as when it writes to the log itself (without pidfds, before Linux 5.3, the pipe's
     end is waited for)."""
+    assert process.stdout is not None  # started with piped(): its stdout is a pipe
     out = process.stdout.fileno()
     os.set_blocking(out, False)
     exited = _exit_fd(process)

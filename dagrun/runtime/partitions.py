@@ -104,17 +104,20 @@ def partition(
     Pass the task's ``ds``: the logical day in the DAG's timezone. A datetime is refused
     because its calendar day depends on the timezone it happens to carry.
     """
-    where = {"dataset": dataset, "ds": ds}
     if not isinstance(dataset, str) or not _DATASET.fullmatch(dataset):
         raise InvalidPartition(
-            "dataset names are letters, digits, '_', '.', '-' (no path separators)", **where
+            "dataset names are letters, digits, '_', '.', '-' (no path separators)",
+            dataset=dataset,
+            ds=ds,
         )
     if format not in FILE_NAMES:
         raise InvalidPartition(
-            f"format must be one of {sorted(FILE_NAMES)}, not {format!r}", **where
+            f"format must be one of {sorted(FILE_NAMES)}, not {format!r}", dataset=dataset, ds=ds
         )
     if format == "parquet" and importlib.util.find_spec("pyarrow") is None:
-        raise InvalidPartition("Parquet needs pyarrow: pip install 'dagrun[parquet]'", **where)
+        raise InvalidPartition(
+            "Parquet needs pyarrow: pip install 'dagrun[parquet]'", dataset=dataset, ds=ds
+        )
     base = Path(root).absolute() if root is not None else data_root()
     return Partition(dataset, _day(dataset, ds), format, base)
 
@@ -302,9 +305,11 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
     from dagrun.store import attempts
     from dagrun.store.engine import shared_store
 
+    ti_id = context.ti_id
+    assert ti_id is not None  # _recording_context gives only a running attempt's context
     store = shared_store(context.db_url)
     with store.write() as conn:
-        attempts.check_lease(conn, context.ti_id, context.fence_token, store.now(conn))
+        attempts.check_lease(conn, ti_id, context.fence_token, store.now(conn))
         yield
         attempts.record_partition_write(
             conn,
@@ -314,10 +319,10 @@ def _fenced(context: TaskContext | None, result: WriteResult) -> Iterator[None]:
             rows=result.rows,
             sha256=result.sha256,
             unchanged=result.unchanged,
-            ti_id=context.ti_id,
+            ti_id=ti_id,
             dag_id=context.dag_id,
             task_id=context.task_id,
-            run_pk=attempts.run_pk_of(conn, context.ti_id),
+            run_pk=attempts.run_pk_of(conn, ti_id),
             try_number=context.try_number,
             fence_token=context.fence_token,
             written_at=store.now(conn),

@@ -105,7 +105,8 @@ class DagCache:
     """
 
     def __init__(self) -> None:
-        self._files: dict[str, tuple[tuple[int, int], dict[str, DAG]]] = {}
+        # Keyed by the file's (mtime, size), or ("good", hash) for its last good source.
+        self._files: dict[str, tuple[tuple[int, int] | tuple[str, int], dict[str, DAG]]] = {}
 
     def task(self, fileloc: str, dag_id: str, task_id: str, db_url: str | None = None) -> Task:
         return self._find(fileloc, db_url, lambda dags: _task_of(dags, fileloc, dag_id, task_id))
@@ -265,7 +266,7 @@ def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
     from the literal lists in the DAG file, or the upstream values it maps over."""
     if not task.mapped:
         return {}
-    lists = [
+    lists: list[Any] = [  # the upstream values are lists, as readiness checked
         request.inputs.get(v.task.task_id) if isinstance(v, TaskOutput) else v
         for v in task.mapped.values()
     ]

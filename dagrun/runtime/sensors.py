@@ -18,6 +18,7 @@ no lease, no process and no pool slot), is in ``dagrun.runtime.task_calls.sense`
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -36,6 +37,9 @@ _FAILED = {RunState.FAILED.value, *(s.value for s in FAILED_TASK_STATES)}
 class _Sensor(PythonTask):
     """A Python task whose callable is the subclass's ``poke`` (taking context names, as any
     task callable does), with the sensor options split from the task options."""
+
+    #: Each subclass's check, with the context names it takes as parameters.
+    poke: Callable[..., Any]
 
     def __init__(self, task_id: str, **options: Any):
         sensor, rest = split_sensor_options(options)

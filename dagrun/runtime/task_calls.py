@@ -44,6 +44,7 @@ def sense(
     every ``poke_interval`` while the attempt keeps its slot, until the timeout has passed
     since the first (then ``ConditionUnmet`` too, and the store ends the sensor)."""
     sensor = task.sensor
+    assert sensor is not None  # the runner senses only a sensor's task
     deadline = time.monotonic() + sensor.timeout
     while True:
         value = run_python(task, context, inputs, elements)
