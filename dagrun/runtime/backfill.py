@@ -184,11 +184,14 @@ def _prepare_page(
         for r in run_reads.runs_between(conn, spec.dag_id, first, last, scheduled=True)
     }
     run_pks = [by_date[e.interval.start] for e in entries]
-    resets = {by_date[e.interval.start]: None for e in entries if e.action == Action.RESET}
-    reruns = {
-        e.run_pk: _failed_tasks(conn, e.run_pk) for e in entries if e.action == Action.RERUN_FAILED
-    }
-    operator_actions.clear_runs(conn, spec, {**resets, **reruns}, now)
+    cleared: dict[int, set[str] | None] = {}
+    for e in entries:
+        run_pk = by_date[e.interval.start]
+        if e.action == Action.RESET:
+            cleared[run_pk] = None
+        elif e.action == Action.RERUN_FAILED:
+            cleared[run_pk] = _failed_tasks(conn, run_pk)
+    operator_actions.clear_runs(conn, spec, cleared, now)
     return run_pks
 
 

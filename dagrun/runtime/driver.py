@@ -19,6 +19,7 @@ import logging
 import threading
 import time
 from collections import Counter
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -153,7 +154,7 @@ class RunDriver:
         with self._running_lock:
             return sorted(self._running)
 
-    def _note_running(self, started: list[int], finished: list[int] = ()) -> None:
+    def _note_running(self, started: Iterable[int], finished: Iterable[int] = ()) -> None:
         with self._running_lock:
             self._running.update(started)
             self._running.difference_update(finished)
@@ -223,8 +224,9 @@ class RunDriver:
             return []
         now = self.store.now(conn)
         free = self.max_active - runs.count_active_runs(conn, dag_id)
-        options = {"newest_first": self.reverse, "run_pks": self.run_pks}
-        if runs.admissible(conn, self.spec, free, now, **options):
+        if runs.admissible(
+            conn, self.spec, free, now, newest_first=self.reverse, run_pks=self.run_pks
+        ):
             return []
         waiting = run_reads.runs_in_state(conn, self.run_pks, RunState.WAITING)
         blocked = [

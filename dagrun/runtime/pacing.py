@@ -51,7 +51,7 @@ class Pacing:
         self.retry_at = 0.0
         self._backoff = Backoff()
         self._typical_seconds: float | None = None
-        self._task_seconds: dict[tuple[str, str], float] = {}
+        self._task_seconds: dict[tuple[str, str | None], float] = {}
 
     def commit_now(self, finished: Finished, buffer: deque[Job], woken: bool) -> bool:
         """Whether the loop commits now (and if so, the next poll is an interval from now):

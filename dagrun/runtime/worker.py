@@ -146,8 +146,8 @@ class Worker:
             fail=self.fail,
             stop_attempts=self.stop_attempts,
         )
-        self.pace: Pacing | None = None  # once ``run`` has its pool
-        self.jobs: Jobs | None = None
+        self.pace: Pacing  # set by ``run``, once it has its pool
+        self.jobs: Jobs
         self._taken: set[tuple[int, int]] = set()
         self._taken_lock = threading.Lock()
         self._runs: dict[int, object] = {}

@@ -279,17 +279,21 @@ def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
         for name in spec.assets:
             consumers.setdefault(name, []).append(spec.dag_id)
     summary = {r[0]: r[1:] for r in sql.tuples(conn, dag_reads.ASSET_EVENT_SUMMARY)}
-    names = sorted({*producers, *consumers, *summary})
-    return [
-        AssetRow(
-            name,
-            tuple(producers.get(name, ())),
-            tuple(consumers.get(name, ())),
-            *summary.get(name, (0, None, None)),
-            producer_dags=tuple(producer_dags.get(name, ())),
+    rows = []
+    for name in sorted({*producers, *consumers, *summary}):
+        events, latest_key, latest_at = summary.get(name, (0, None, None))
+        rows.append(
+            AssetRow(
+                name,
+                tuple(producers.get(name, ())),
+                tuple(consumers.get(name, ())),
+                events,
+                latest_key,
+                latest_at,
+                tuple(producer_dags.get(name, ())),
+            )
         )
-        for name in names
-    ]
+    return rows
 
 
 @dataclass(frozen=True)

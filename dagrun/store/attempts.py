@@ -262,7 +262,7 @@ def complete(
     for o in outcomes:
         if o.outcome not in (AttemptOutcome.SUCCESS, AttemptOutcome.RESCHEDULED):
             task = spec_for(o.dag_id).task_map.get(o.task_id)
-            if o.gave_up:
+            if o.gave_up and task is not None and task.sensor is not None:
                 states[o.ti_id] = _give_up(conn, owner, o, task.sensor, now)
             else:
                 states[o.ti_id] = _fail(conn, owner, o, task, now, infra_budget)
@@ -383,7 +383,9 @@ def _reschedule(
         return {}
     rows = []
     for o in pokes:
-        interval = spec_for(o.dag_id).task_map[o.task_id].sensor.poke_interval
+        sensor = spec_for(o.dag_id).task_map[o.task_id].sensor
+        assert sensor is not None  # only a sensor's poke is rescheduled
+        interval = sensor.poke_interval
         rows.append(
             {
                 "b_ti_id": o.ti_id,

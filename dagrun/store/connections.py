@@ -54,16 +54,24 @@ ConnectionRow = dict[str, Any]
 
 
 class ConnectionFields(Protocol):
-    """What ``set_connection`` reads of a connection."""
+    """What ``set_connection`` reads of a connection (the runtime's frozen ``Connection``)."""
 
-    conn_id: str
-    conn_type: str
-    host: str | None
-    port: int | None
-    login: str | None
-    password: str | None
-    schema: str | None
-    extra: dict[str, Any]
+    @property
+    def conn_id(self) -> str: ...
+    @property
+    def conn_type(self) -> str: ...
+    @property
+    def host(self) -> str | None: ...
+    @property
+    def port(self) -> int | None: ...
+    @property
+    def login(self) -> str | None: ...
+    @property
+    def password(self) -> str | None: ...
+    @property
+    def schema(self) -> str | None: ...
+    @property
+    def extra(self) -> dict[str, Any]: ...
 
 
 def get_connection(conn: SqlConnection, conn_id: str) -> ConnectionRow | None:

@@ -437,6 +437,7 @@ def _foreign_keys_back_on(conn: Connection) -> None:
     which checkpoints its log."""
     try:
         raw = conn.connection.dbapi_connection
+        assert raw is not None  # the connection is open: it just ran the transaction
         raw.execute("PRAGMA foreign_keys=ON")
         if raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1:
             return

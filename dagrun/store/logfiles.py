@@ -57,9 +57,11 @@ class Segment:
 
     def _gone(self) -> bool:
         """Someone removed the file (or its folder): what is appended now would be lost."""
+        assert self.fd is not None  # asked only of an open segment
         return os.fstat(self.fd).st_nlink == 0
 
     def end(self) -> int:
+        assert self.fd is not None  # asked only of an open segment
         return os.lseek(self.fd, 0, os.SEEK_END)
 
     def _open(self, day: str) -> None:

@@ -120,7 +120,7 @@ _STALE_COMPLETIONS = Statement(
 def _counts(conn: Connection, statement: Statement) -> dict:
     """Rows by the values of a ``_by`` statement's columns (one column: by its value; more:
     by a tuple)."""
-    found = Counter()
+    found: Counter = Counter()
     for *key, n in sql.tuples(conn, statement):
         found[key[0] if len(key) == 1 else tuple(key)] = n
     return dict(found)

@@ -16,6 +16,7 @@ reads they decide from in ``run_reads``.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -149,7 +150,7 @@ def mark_tasks(
 def clear_runs(
     conn: Connection,
     spec: DagSpec,
-    selection: dict[int, set[str] | None],
+    selection: Mapping[int, set[str] | None],
     now: datetime,
     map_index: int | None = None,
 ) -> tuple[int, int]:

@@ -62,6 +62,7 @@ def evaluate(
     for task in spec.tasks if only is None else _in_order(spec, only):
         if current.get(task.task_id) != TaskState.NONE:
             continue
+        verdict: TaskState | None
         if task.task_id in ruled_out:
             verdict = TaskState.SKIPPED
         else:

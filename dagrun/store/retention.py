@@ -315,7 +315,7 @@ def clean(
     for name, next_ids, _, remove in _WALKS:
         setattr(done, name, _walk(store, next_ids, remove, before, batch))
     with store.write() as conn:
-        audit.record(store, conn, "db_clean", None, before=before, **done.to_json())
+        audit.record(store, conn, "db_clean", None, None, before=before, **done.to_json())
     return done
 
 

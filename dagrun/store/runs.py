@@ -475,9 +475,10 @@ def _expand(conn: Connection, spec: DagSpec, run_pk: int, task_id: str, now: dat
     many instances it queued."""
     task = spec.task_map[task_id]
     values = values_of(conn, run_pk, [source for _, source, _ in task.mapped if source])
-    lengths = []
+    lengths: list[int] = []
     for name, source, known in task.mapped:
         if source is None:
+            assert known is not None  # a literal list: its length is in the spec
             lengths.append(known)
             continue
         problem = mapping.problem(values.get(source))

@@ -86,10 +86,12 @@ def binds(columns: str) -> dict:
 def dialect_insert(dialect: str, table):
     """The dialect's INSERT, which knows ``ON CONFLICT`` on both SQLite and PostgreSQL."""
     if dialect == "postgresql":
-        from sqlalchemy.dialects.postgresql import insert
-    else:
-        from sqlalchemy.dialects.sqlite import insert
-    return insert(table)
+        from sqlalchemy.dialects import postgresql
+
+        return postgresql.insert(table)
+    from sqlalchemy.dialects import sqlite
+
+    return sqlite.insert(table)
 
 
 def upsert(
@@ -184,7 +186,9 @@ class Layout(NamedTuple):
 
     @classmethod
     def of(cls, statement: ClauseElement, dialect) -> Layout:
-        compiled = statement.compile(dialect=dialect)
+        # Any: bind_names, positional and positiontup are the compiler's private details
+        # (``check_internals``), which its type does not declare.
+        compiled: Any = statement.compile(dialect=dialect)
         binds = {name: bind for bind, name in compiled.bind_names.items()}
         columns = list(getattr(statement, "exported_columns", ()) or ())
         return cls(
@@ -232,7 +236,7 @@ class Prepared:
         self._readers: dict[tuple, list] = {}
 
     @functools.cached_property
-    def row(self) -> type:
+    def row(self) -> Any:
         """The named tuple of its rows (made on first use: most statements' rows are read
         as plain tuples)."""
         return _row_type(self.columns)
@@ -390,7 +394,7 @@ def _fetch(conn: Connection, p: Prepared, params: Params | None) -> list:
 
 
 def _run(conn: Connection, p: Prepared, sql: str, args, *, many: bool):
-    cursor = conn.connection.dbapi_connection.cursor()
+    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # open: in use
     started = time.perf_counter() if _observers else 0.0
     try:
         if many:
@@ -418,7 +422,7 @@ def check_internals(dialect) -> None:
         probe.c.a.in_(bindparam("b_list", expanding=True)), probe.c.b == bindparam("b_one")
     )
     try:
-        compiled = statement.compile(dialect=dialect)
+        compiled: Any = statement.compile(dialect=dialect)  # its private details, as above
         names = set(compiled.bind_names.values())
         marker = _POSTCOMPILE.search(compiled.string)
         ordered = compiled.positiontup if compiled.positional else ["b_list", "b_one"]
