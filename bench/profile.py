@@ -232,7 +232,9 @@ def print_py_spy(raw: Path, top: int) -> None:
             print(f"{100 * n / total:6.1f}%  {frame}")
 
 
-ANCHORS = {"worker child": "child_main (", "parse child": "_child (dagrun/parser.py"}
+#: The path of the parse children's entry point, as py-spy names its frame.
+PARSE_CHILD = "_child (dagrun/parsing/parser.py"
+ANCHORS = {"worker child": "child_main (", "parse child": PARSE_CHILD}
 
 
 def _own_frames(frames: list[str], role: str) -> list[str]:
@@ -246,7 +248,7 @@ def _role(frames: list[str]) -> str:
     text = ";".join(frames)
     if "child_main (" in text:
         return "worker child"
-    if "_child (dagrun/parser.py" in text:
+    if PARSE_CHILD in text:
         return "parse child"
     return "parent"
 

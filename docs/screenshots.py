@@ -111,10 +111,10 @@ def serve(env: dict[str, str]):
 
 def run_on(store, day: str) -> str:
     """The id of the demo's run on a local day."""
-    from dagrun.store import reads
+    from dagrun.store import run_reads
 
     with store.read() as conn:
-        runs = reads.recent_runs(conn, [DAG_ID], 100)[DAG_ID]
+        runs = run_reads.recent_runs(conn, [DAG_ID], 100)[DAG_ID]
     return next(r.run_id for r in runs if r.logical_date.astimezone(TZ).date().isoformat() == day)
 
 
