@@ -39,7 +39,7 @@ from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles
 from dagrun.store.logfiles import LogRange
 
-log = logging.getLogger("dagrun.runtime.worker")
+log = logging.getLogger("dagrun.worker")
 
 #: How often one attempt may be handed back by children that died before starting it; the
 #: next such death ends it as an infrastructure failure (children that cannot start it).

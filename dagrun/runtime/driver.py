@@ -35,7 +35,7 @@ from dagrun.store import Store, callbacks, operator_actions, pools, registry, ru
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import ride_out
 
-log = logging.getLogger("dagrun.runtime.driver")
+log = logging.getLogger("dagrun.driver")
 
 
 @dataclass

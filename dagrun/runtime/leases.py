@@ -18,7 +18,7 @@ from dagrun.runtime.loops import SideLoop
 from dagrun.store import Store, attempts
 from dagrun.timing.backoff import Backoff
 
-log = logging.getLogger("dagrun.runtime.worker")
+log = logging.getLogger("dagrun.worker")
 
 
 class LeaseKeeper(SideLoop):

@@ -32,7 +32,7 @@ from dagrun.errors import NonRetryableError, NotifyError
 if TYPE_CHECKING:
     from urllib.request import OpenerDirector
 
-log = logging.getLogger("dagrun.runtime.notify")
+log = logging.getLogger("dagrun.notify")
 
 #: The first wait before a retry; each later one doubles, up to ``_MAX_BACKOFF``.
 _BACKOFF = 0.5

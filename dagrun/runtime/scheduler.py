@@ -32,7 +32,7 @@ from dagrun.store.attempts import Completion
 from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
 
-log = logging.getLogger("dagrun.runtime.scheduler")
+log = logging.getLogger("dagrun.scheduler")
 
 Clock = Callable[[], datetime]
 #: Runs created per DAG per tick, so a DAG with years of catchup cannot stall a tick.

@@ -53,7 +53,7 @@ from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.engine import Listener, dagrun_home
 from dagrun.store.outage import note_failure
 
-log = logging.getLogger("dagrun.runtime.worker")
+log = logging.getLogger("dagrun.worker")
 
 #: Called inside the group commit that finished runs, before the next claim: the one place
 #: a worker lets another role act (a backfill admits its next runs there, so their first

@@ -164,7 +164,7 @@ def test_webhook_tries_a_transient_failure_again(
     hook: Hook, status: int, caplog: pytest.LogCaptureFixture
 ) -> None:
     hook.statuses = [status, 200]
-    caplog.set_level(logging.INFO, logger="dagrun.runtime.notify")
+    caplog.set_level(logging.INFO, logger="dagrun.notify")
 
     notify.webhook(hook.url, retries=1)(context())
 
@@ -225,7 +225,7 @@ def test_webhook_logs_no_secret(
         send(context())
 
     assert len(hook.received) == 3
-    assert [r.levelname for r in caplog.records if r.name == "dagrun.runtime.notify"] == [
+    assert [r.levelname for r in caplog.records if r.name == "dagrun.notify"] == [
         "WARNING",
         "INFO",
     ]
