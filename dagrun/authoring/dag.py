@@ -170,16 +170,17 @@ class DAG:
         return self.open_groups[-1].child_id(label) if self.open_groups else label
 
     def unique_task_id(self, base: str) -> str:
-        """``base``, or ``base__2``, ``base__3``... when a @task function is called again
+        """``base``, or ``base__1``, ``base__2``... when a @task function is called again
         (judged on the id the task will get, with its group's prefix)."""
         return first_free(base, lambda label: self.qualify(label) in self.tasks)
 
 
 def first_free(base: str, taken: Callable[[str], bool]) -> str:
-    """``base``, or the first of ``base__2``, ``base__3``... that is not ``taken``."""
+    """``base``, or the first of ``base__1``, ``base__2``... that is not ``taken``: Airflow's
+    suffixes for a task or group made again under one id, so ids match across the two."""
     if not taken(base):
         return base
-    n = 2
+    n = 1
     while taken(f"{base}__{n}"):
         n += 1
     return f"{base}__{n}"

@@ -105,7 +105,7 @@ class TaskGroup(DependencyMixin):
 
 class TaskGroupFunction:
     """What ``@task_group`` returns: each call inside a DAG opens a new group named after
-    the function (``name``, then ``name__2``... as @task ids go), runs the function in it,
+    the function (``name``, then ``name__1``... as @task ids go), runs the function in it,
     and returns the group, or what the function returned if that is not None (Airflow's
     rule, so that a group's last output can feed a task)."""
 

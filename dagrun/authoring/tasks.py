@@ -24,10 +24,31 @@ if TYPE_CHECKING:
     from dagrun.authoring.dag import DAG
 
 
+def _option(name: str) -> Any:
+    """A task option as an attribute: read from the task's options, and checked when set
+    after the task was made (``t.trigger_rule = "all_done"``, as Airflow files do)."""
+
+    def get(task: Task) -> Any:
+        return task.options[name]
+
+    def set_(task: Task, value: Any) -> None:
+        checked = check_options({name: value}, dag_id=task.dag.dag_id, task_id=task.task_id)
+        task.options[name] = checked[name]
+
+    return property(get, set_, doc=f"The task's ``{name}`` option.")
+
+
 class Task(DependencyMixin):
     """One node of the graph. Subclasses say what running it means."""
 
     kind = "task"
+    trigger_rule = _option("trigger_rule")
+    retries = _option("retries")
+    retry_delay = _option("retry_delay")
+    execution_timeout = _option("execution_timeout")
+    depends_on_past = _option("depends_on_past")
+    priority_weight = _option("priority_weight")
+    pool = _option("pool")
     #: Whether a mapped task expands over this task's return value (which must be a list).
     feeds_mapping = False
     #: The arguments ``expand()`` maps over: a literal list or an upstream's output each.

@@ -275,9 +275,10 @@ def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
 
 def _check_value(task: PythonTask, value: Any) -> None:
     """A value that readiness acts on must make sense, or the task fails (not a retry: the
-    same code returns the same value): a list to map over for a task others map over, the
-    ids of direct downstream tasks for a branch."""
-    if task.feeds_mapping:
+    same code returns the same value): a list to map over for a task others map over (a
+    mapped task's instances each give one element of that list), the ids of direct
+    downstream tasks for a branch."""
+    if task.feeds_mapping and not task.mapped:  # a mapped task's values are already a list
         problem = mapping.problem(value)
         if problem:
             raise NonRetryableError(f"its return value {problem}")

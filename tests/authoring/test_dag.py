@@ -219,7 +219,7 @@ def test_task_function_refers_to_its_latest_call():
         step()
         step()
         step >> bash("after")
-    assert upstream(dag, "after") == {"step__2"}
+    assert upstream(dag, "after") == {"step__1"}
 
 
 def test_task_function_used_before_it_was_called_is_an_error():
@@ -297,9 +297,9 @@ def test_repeated_calls_get_numbered_ids():
             return part
 
         outputs = [fetch(p) for p in ("eu", "us", "asia")]
-    assert list(dag.tasks) == ["fetch", "fetch__2", "fetch__3"]
-    assert [o.task.task_id for o in outputs] == ["fetch", "fetch__2", "fetch__3"]
-    assert fetch.last_task().task_id == "fetch__3"
+    assert list(dag.tasks) == ["fetch", "fetch__1", "fetch__2"]
+    assert [o.task.task_id for o in outputs] == ["fetch", "fetch__1", "fetch__2"]
+    assert fetch.last_task().task_id == "fetch__2"
 
 
 def test_same_task_function_in_two_dags_starts_over_in_each():
@@ -532,3 +532,20 @@ def test_bad_schedule_is_a_usage_error(kwargs, expected):
 def test_definition_errors_are_usage_and_value_errors():
     assert issubclass(DagDefinitionError, UsageError)
     assert issubclass(DagDefinitionError, ValueError)
+
+
+def test_options_set_as_attributes_after_the_task_was_made_are_kept_and_checked():
+    """Airflow files set ``t.trigger_rule = ...`` after construction: it must count."""
+    with DAG("d") as dag:
+        load = bash("load")
+        load.trigger_rule = "none_failed"
+        load.retries = 2
+        load.retry_delay = timedelta(minutes=1)
+        with pytest.raises(DagDefinitionError, match="task 'load' in DAG 'd': bad trigger_rule"):
+            load.trigger_rule = "sometimes"
+    assert dag.tasks["load"].options["trigger_rule"] == "none_failed"
+    assert (load.trigger_rule, load.retries, load.retry_delay) == ("none_failed", 2, 60.0)
+    from dagrun.parsing.loader import build_spec
+
+    spec = build_spec(dag, "/dags/d.py").task_map["load"]
+    assert (spec.trigger_rule, spec.retries, spec.retry_delay) == ("none_failed", 2, 60.0)

@@ -65,7 +65,7 @@ def test_a_task_function_called_in_two_groups_gets_two_ids():
             extract()
         with TaskGroup("b"):
             extract()
-    assert list(dag.tasks) == ["a.extract", "a.extract__2", "b.extract"]
+    assert list(dag.tasks) == ["a.extract", "a.extract__1", "b.extract"]
 
 
 def test_without_prefix_the_ids_stay_as_written_but_the_group_path_is_kept():
@@ -109,12 +109,12 @@ def test_task_group_decorator_names_the_group_after_the_function():
     assert list(dag.tasks) == [
         "ingest.extract",
         "ingest.load",
-        "ingest__2.extract",
-        "ingest__2.load",
+        "ingest__1.extract",
+        "ingest__1.load",
     ]
     assert isinstance(first, TaskGroup)
-    assert (first.group_id, second.group_id) == ("ingest", "ingest__2")
-    assert upstream(dag)["ingest__2.extract"] == {"ingest.load"}
+    assert (first.group_id, second.group_id) == ("ingest", "ingest__1")
+    assert upstream(dag)["ingest__1.extract"] == {"ingest.load"}
 
 
 def test_task_group_decorator_takes_a_group_id_and_nests():

@@ -79,6 +79,37 @@ def test_a_mapped_task_runs_once_per_element_and_downstream_gets_the_list(store,
     assert len(per_instance) == len({r.ti_id for r in per_instance}) == 3
 
 
+CHAINED = """
+from dagrun import DAG, task
+
+with DAG("chained", schedule=None):
+    @task
+    def double(num):
+        return num * 2
+
+    @task
+    def add_one(num):
+        return num + 1
+
+    @task
+    def total(values):
+        return sum(values)
+
+    total(add_one.expand(num=double.expand(num=[1, 2, 3])))
+"""
+
+
+def test_a_task_maps_over_a_mapped_tasks_results(store, dags_dir):
+    """One instance per upstream index, each given that index's value (Airflow's meaning):
+    an index's own value is one element, not a list to map over."""
+    write_dag(dags_dir, "chained.py", CHAINED)
+    run, _ = run_once(store, dags_dir, "chained")
+    got = instances(store)
+    assert run.state == "success", got
+    assert [got["add_one", i][:2] for i in range(3)] == [("success", v) for v in ("3", "5", "7")]
+    assert got["total", -1][:2] == ("success", "15")
+
+
 def test_an_empty_list_skips_the_mapped_task(store, dags_dir):
     write_dag(
         dags_dir,
