@@ -37,7 +37,7 @@ from dagrun.errors import (
     StoreUnavailable,
     UsageError,
 )
-from dagrun.store import rendered, schema, sql
+from dagrun.store import migrations, rendered, schema, sql
 from dagrun.store.outage import (
     DRIVER_ERRORS,
     OUTAGE_SECONDS,
@@ -301,7 +301,7 @@ def _migrate(conn: Connection, version: int) -> None:
     transaction runs with foreign keys off there (dropping the old table would otherwise
     cascade to the rows that reference it), so they are checked before the commit."""
     for step in range(version + 1, schema.SCHEMA_VERSION + 1):
-        for statement in schema.migration(step, conn.dialect.name):
+        for statement in migrations.migration(step, conn.dialect.name):
             conn.execute(text(statement))
     if conn.dialect.name == "sqlite" and conn.exec_driver_sql("PRAGMA foreign_key_check").first():
         raise StoreError("the migration would break references between rows; nothing changed")

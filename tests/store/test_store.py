@@ -19,7 +19,17 @@ from dagrun.errors import DagNotFound, StoreError
 from dagrun.parsing.loader import build_spec
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
-from dagrun.store import Store, attempts, dag_reads, registry, runs, schema, statements, upkeep
+from dagrun.store import (
+    Store,
+    attempts,
+    dag_reads,
+    migrations,
+    registry,
+    runs,
+    schema,
+    statements,
+    upkeep,
+)
 from dagrun.store.schema import audit_log, dag_run, meta, task_attempt, task_instance
 from dagrun.store.sql import dialect_insert
 from dagrun.timing.timetable import DataInterval
@@ -187,6 +197,9 @@ VERSION_4_FROM_5 = [
 #: Undoes migration 8 (both engines): callbacks and partition writes found by run no more.
 VERSION_7_FROM_8 = ["DROP INDEX ix_callback_run", "DROP INDEX ix_partition_write_run"]
 
+#: Undoes migration 9 (both engines): no XComs, no file warnings.
+VERSION_8_FROM_9 = ["DROP TABLE xcom", "ALTER TABLE dag_file DROP COLUMN warnings"]
+
 
 #: Undoes migration 7 (both engines): no sensor columns, variables, connections or assets.
 VERSION_6_FROM_7 = [
@@ -212,14 +225,14 @@ def undo_version_6(store: Store) -> None:
                 conn.exec_driver_sql(statement)
         return
     v5 = (
-        schema._TASK_INSTANCE_V6_SQLITE.replace("task_instance_v6", "task_instance_v5")
+        migrations._TASK_INSTANCE_V6_SQLITE.replace("task_instance_v6", "task_instance_v5")
         .replace("map_index INTEGER DEFAULT -1 NOT NULL, ", "")
         .replace(
             "uq_task_instance_run_task_map UNIQUE (run_pk, task_id, map_index)",
             "uq_task_instance_run_task UNIQUE (run_pk, task_id)",
         )
     )
-    columns = schema._TASK_INSTANCE_COLUMNS
+    columns = migrations._TASK_INSTANCE_COLUMNS
     _rebuild_sqlite(
         store,
         [
@@ -228,7 +241,7 @@ def undo_version_6(store: Store) -> None:
             "DROP TABLE task_instance",
             "ALTER TABLE task_instance_v5 RENAME TO task_instance",
             "CREATE INDEX ix_ti_dag_task ON task_instance (dag_id, task_id)",
-            *schema._V2_PARTIAL_INDEXES,
+            *migrations._V2_PARTIAL_INDEXES,
         ],
     )
 
@@ -255,12 +268,12 @@ def undo_version_4(store: Store) -> None:
             for statement in VERSION_3_FROM_4_POSTGRESQL:
                 conn.exec_driver_sql(statement)
         return
-    v3 = schema._DAG_RUN_V4_SQLITE.replace("dag_run_v4", "dag_run_v3").replace(
+    v3 = migrations._DAG_RUN_V4_SQLITE.replace("dag_run_v4", "dag_run_v3").replace(
         "CONSTRAINT uq_dag_run_run_id",
         "CONSTRAINT uq_dag_run_logical_date UNIQUE "
         "(dag_id, logical_date), CONSTRAINT uq_dag_run_run_id",
     )
-    columns = schema._DAG_RUN_COLUMNS
+    columns = migrations._DAG_RUN_COLUMNS
     _rebuild_sqlite(
         store,
         [
@@ -281,12 +294,13 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     and adds late results and good sources (3), lets manual runs share a logical date and
     the audit log name runs (4), adds the callback outbox and task caps (5), map indexes
     (6), sensor columns, variables, connections and assets (7), the indexes retention
-    deletes by (8), keeps every run, task instance and attempt, records 8."""
+    deletes by (8), XComs and file warnings (9), keeps every run, task instance and attempt,
+    records 9."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
     with store.write() as conn:
-        for statement in VERSION_7_FROM_8 + VERSION_6_FROM_7:
+        for statement in VERSION_8_FROM_9 + VERSION_7_FROM_8 + VERSION_6_FROM_7:
             conn.exec_driver_sql(statement)
     store.dispose()
     undo_version_6(store)
@@ -303,12 +317,13 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 8
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 9
             for table, index in [("callback", "ix_callback_run"), ("partition_write", None)]:
                 names = {i["name"] for i in inspect(conn).get_indexes(table)}
                 assert (index or "ix_partition_write_run") in names
             tables = set(inspect(conn).get_table_names())
-            assert {"variable", "connection", "asset_event", "asset_consumed"} <= tables
+            assert {"variable", "connection", "asset_event", "asset_consumed", "xcom"} <= tables
+            assert "warnings" in {c["name"] for c in inspect(conn).get_columns("dag_file")}
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
             run_indexes = {i["name"] for i in inspect(conn).get_indexes("dag_run")}
