@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     from dagrun.authoring.params import Param
     from dagrun.authoring.taskflow import task
     from dagrun.authoring.tasks import BashTask, PythonTask
-    from dagrun.errors import NonRetryableError
+    from dagrun.errors import NonRetryableError, SkipTask
     from dagrun.runtime import notify
     from dagrun.runtime.connections import Connection
     from dagrun.runtime.partitions import partition
@@ -36,6 +36,7 @@ _HOMES = {
     "NonRetryableError": "dagrun.errors",
     "Param": "dagrun.authoring.params",
     "PythonTask": "dagrun.authoring.tasks",
+    "SkipTask": "dagrun.errors",
     "TaskGroup": "dagrun.authoring.groups",
     "Variable": "dagrun.runtime.variables",
     "notify": "dagrun.runtime.notify",
@@ -52,6 +53,7 @@ __all__ = [
     "NonRetryableError",
     "Param",
     "PythonTask",
+    "SkipTask",
     "TaskGroup",
     "Variable",
     "notify",

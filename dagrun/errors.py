@@ -133,3 +133,8 @@ class NotifyError(DagrunError):
 
 class NonRetryableError(Exception):
     """Raise from a task to fail the attempt with no retry (bad input, 4xx-style errors)."""
+
+
+class SkipTask(Exception):
+    """Raise from a task to end it ``skipped`` (nothing to do for this date): no retry, and
+    downstream tasks follow their trigger rules as for any skipped task."""

@@ -92,6 +92,8 @@ class AttemptOutcome(StrEnum):
     RELEASED = "released"
     #: A sensor's poke found its condition unmet (reschedule mode): poke again later.
     RESCHEDULED = "rescheduled"
+    #: The task asked to be skipped (``SkipTask``, a BashTask's ``skip_on_exit_code``).
+    SKIPPED = "skipped"
 
 
 class CallbackEvent(StrEnum):

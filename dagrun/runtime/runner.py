@@ -24,7 +24,7 @@ from typing import Any
 from dagrun.authoring import mapping
 from dagrun.authoring.dag import DAG
 from dagrun.authoring.tasks import BashTask, PythonTask, Task, TaskOutput
-from dagrun.errors import NonRetryableError, StoreError
+from dagrun.errors import NonRetryableError, SkipTask, StoreError
 from dagrun.parsing.loader import import_file, isolated
 from dagrun.runtime import masking
 from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
@@ -230,6 +230,9 @@ def _run_logged(
     except ConditionUnmet as unmet:
         note("INFO", str(unmet))
         return AttemptResult(AttemptOutcome.RESCHEDULED)
+    except SkipTask as skip:
+        note("INFO", f"skipped: {skip}" if str(skip) else "skipped")
+        return AttemptResult(AttemptOutcome.SKIPPED, one_line(skip))
     except NonRetryableError as exc:
         note("ERROR", f"non-retryable failure:\n{traceback.format_exc()}")
         return AttemptResult(AttemptOutcome.NON_RETRYABLE, one_line(exc))

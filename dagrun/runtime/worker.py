@@ -79,7 +79,7 @@ class WorkerStats:
         for outcome in completion.accepted:
             if outcome.outcome == AttemptOutcome.SUCCESS:
                 self.succeeded += 1
-            elif outcome.outcome != AttemptOutcome.RESCHEDULED:
+            elif outcome.outcome not in (AttemptOutcome.RESCHEDULED, AttemptOutcome.SKIPPED):
                 self.failed += 1
         self.retried += len(completion.retrying)
         self.stale += len(completion.stale)

@@ -229,7 +229,7 @@ class Completion:
     dead: list[Outcome] = field(default_factory=list)
     #: Sensors whose poke found their condition unmet: they wait for the next one.
     rescheduled: list[Outcome] = field(default_factory=list)
-    #: Sensors that gave up with ``soft_fail``.
+    #: Tasks that asked to be skipped, and sensors that gave up with ``soft_fail``.
     skipped: list[Outcome] = field(default_factory=list)
     finished_runs: list[int] = field(default_factory=list)
     callbacks: int = 0
@@ -259,8 +259,10 @@ def complete(
     )
     pokes = [o for o in outcomes if o.outcome == AttemptOutcome.RESCHEDULED]
     states.update(_reschedule(conn, owner, pokes, spec_for, now))
+    skips = [o for o in outcomes if o.outcome == AttemptOutcome.SKIPPED]
+    states.update(_skip(conn, owner, skips, now))
     for o in outcomes:
-        if o.outcome not in (AttemptOutcome.SUCCESS, AttemptOutcome.RESCHEDULED):
+        if o.outcome not in _ENDED_IN_BATCH:
             task = spec_for(o.dag_id).task_map.get(o.task_id)
             if o.gave_up and task is not None and task.sensor is not None:
                 states[o.ti_id] = _give_up(conn, owner, o, task.sensor, now)
@@ -343,6 +345,33 @@ def _succeed(
         ],
     )
     return _landed(conn, outcomes, done, TaskState.SUCCESS)
+
+
+#: The outcomes written with one batched statement each, not one by one.
+_ENDED_IN_BATCH = frozenset(
+    {AttemptOutcome.SUCCESS, AttemptOutcome.RESCHEDULED, AttemptOutcome.SKIPPED}
+)
+
+
+def _skip(
+    conn: Connection, owner: str, outcomes: list[Outcome], now: datetime
+) -> dict[int, TaskState | None]:
+    """One batched guarded update for the attempts whose task asked to be skipped."""
+    if not outcomes:
+        return {}
+    rows = [
+        {
+            "b_ti_id": o.ti_id,
+            "b_fence": o.fence_token,
+            "b_owner": owner,
+            "b_now": now,
+            "b_duration": o.duration,
+            "b_error": o.error,
+        }
+        for o in outcomes
+    ]
+    done = sql.execute_many(conn, q.COMPLETE_SKIP, rows)
+    return _landed(conn, outcomes, done, TaskState.SKIPPED)
 
 
 def _landed(

@@ -319,6 +319,19 @@ COMPLETE_SUCCESS = Statement(
         **_RELEASED,
     ),
 )
+COMPLETE_SKIP = Statement(
+    "running -> skipped for an attempt that still holds its lease and whose task asked to "
+    "be skipped, with its reason; never retried.",
+    update(ti)
+    .where(HELD)
+    .values(
+        state=TaskState.SKIPPED.value,
+        duration=_b("duration"),
+        return_value=None,
+        last_error=_b("error"),
+        **_RELEASED,
+    ),
+)
 COMPLETE_FAILURE = Statement(
     "running -> up_for_retry or failed for an attempt that still holds its lease, with the "
     "counts of its failures and infrastructure failures and when to try again.",

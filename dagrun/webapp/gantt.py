@@ -322,13 +322,16 @@ def _wait_bar(name: str, queued: datetime, until: datetime, scale: TimeScale, tz
 
 def _outcome_state(outcome: str | None) -> str:
     """The state colour of an earlier try: green if it succeeded, blue while it runs,
-    yellow for a sensor's poke that found nothing, red for every way of failing."""
+    yellow for a sensor's poke that found nothing, pink for a task that skipped itself, red
+    for every way of failing."""
     if outcome is None:
         return TaskState.RUNNING.value
     if outcome == AttemptOutcome.SUCCESS.value:
         return TaskState.SUCCESS.value
     if outcome == AttemptOutcome.RESCHEDULED.value:
         return TaskState.UP_FOR_RESCHEDULE.value
+    if outcome == AttemptOutcome.SKIPPED.value:
+        return TaskState.SKIPPED.value
     return TaskState.FAILED.value
 
 

@@ -103,6 +103,42 @@ def test_non_retryable_error_fails_at_once_and_is_a_dead_letter(store, dags_dir)
     assert dead[0].error == "NonRetryableError: HTTP 404 for customer feed"
 
 
+def test_a_task_that_raises_skip_task_is_skipped_at_once_and_downstream_follows_its_rule(
+    store, dags_dir
+):
+    write_dag(
+        dags_dir,
+        "skips.py",
+        """
+        from dagrun import DAG, SkipTask, task
+
+        with DAG("skips", schedule=None):
+            @task(retries=3, retry_delay=0.01)
+            def nothing_new(ds):
+                raise SkipTask(f"no new files for {ds}")
+
+            @task
+            def load():
+                return 1
+
+            @task(trigger_rule="none_failed")
+            def report():
+                return "reported"
+
+            nothing_new() >> load() >> report()
+        """,
+    )
+    run, tasks = run_once(store, dags_dir, "skips")
+    assert run.state == "success"
+    assert (tasks["nothing_new"].state, tasks["nothing_new"].try_number) == ("skipped", 1)
+    assert tasks["nothing_new"].last_error.startswith("SkipTask: no new files for ")
+    assert tasks["load"].state == "skipped"
+    assert tasks["report"].state == "success"
+    assert [a["outcome"] for a in attempts_of(store, "nothing_new")] == ["skipped"]
+    with store.read() as conn:
+        assert task_reads.dead_letters(conn, "skips") == []
+
+
 def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
     write_dag(
         dags_dir,
