@@ -1,4 +1,4 @@
-"""The names a task callable may declare and a template may read (DESIGN section 2).
+"""The names a task callable may declare and a template may read (DESIGN sections 2 and 7.1).
 
 A leaf: the authoring API checks a DAG file against them when it is parsed, and the
 runtime's ``TaskContext`` provides each of them while an attempt runs.
@@ -28,3 +28,42 @@ CONTEXT_NAMES = (
     "var",
     "conn",
 )
+
+#: Airflow's context names beside dagrun's (DESIGN 7.1), each a :class:`TaskContext`
+#: attribute computed only when asked for: a template renders with the names it uses, a
+#: callable gets the ones it declares, and only a task made by ``dagrun.airflow`` gets them
+#: all through ``**kwargs`` (a native task's ``**kwargs`` keeps getting ``CONTEXT_NAMES``).
+AIRFLOW_CONTEXT_NAMES = (
+    "ti",
+    "task_instance",
+    "task",
+    "dag",
+    "dag_run",
+    "run_type",
+    "map_index",
+    "task_instance_key_str",
+    "execution_date",
+    "next_ds",
+    "next_ds_nodash",
+    "next_execution_date",
+    "prev_ds",
+    "prev_ds_nodash",
+    "prev_execution_date",
+    "yesterday_ds",
+    "yesterday_ds_nodash",
+    "tomorrow_ds",
+    "tomorrow_ds_nodash",
+    "ts_nodash_with_tz",
+    "prev_data_interval_start_success",
+    "prev_data_interval_end_success",
+    "prev_start_date_success",
+    "prev_end_date_success",
+    "inlets",
+    "outlets",
+    "test_mode",
+    "triggering_asset_events",
+    "triggering_dataset_events",
+)
+
+#: What the checks made when a file is parsed accept.
+ALL_CONTEXT_NAMES = CONTEXT_NAMES + AIRFLOW_CONTEXT_NAMES

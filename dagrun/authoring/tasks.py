@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dagrun.authoring import mapping, templates
-from dagrun.authoring.context_names import CONTEXT_NAMES
+from dagrun.authoring.context_names import ALL_CONTEXT_NAMES, CONTEXT_NAMES
 from dagrun.authoring.dag import check_id, current_dag
 from dagrun.authoring.dependencies import DependencyMixin
 from dagrun.authoring.options import TASK_DEFAULTS, check_options, sensor_spec
@@ -42,6 +42,10 @@ class Task(DependencyMixin):
     """One node of the graph. Subclasses say what running it means."""
 
     kind = "task"
+    #: The context names a callable taking ``**kwargs`` receives (a task made by
+    #: ``dagrun.airflow`` gets Airflow's too); a parameter named after any context name
+    #: gets its value whatever this says.
+    context_names: tuple[str, ...] = CONTEXT_NAMES
     trigger_rule = _option("trigger_rule")
     retries = _option("retries")
     retry_delay = _option("retry_delay")
@@ -87,7 +91,7 @@ class Task(DependencyMixin):
         have fails the file's import instead of every attempt of the task."""
         for name, value in self.templated().items():
             for where, source in templates.sources(value, name):
-                problem = templates.problem(source, CONTEXT_NAMES)
+                problem = templates.problem(source, ALL_CONTEXT_NAMES)
                 if problem:
                     raise DagDefinitionError(
                         f"template in {where} {problem}",
@@ -255,10 +259,10 @@ class PythonTask(Task):
         for name, param in signature.parameters.items():
             if name in bound.arguments or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
-            if name not in CONTEXT_NAMES and param.default is param.empty:
+            if name not in ALL_CONTEXT_NAMES and param.default is param.empty:
                 raise DagDefinitionError(
                     f"asks for {name!r}, which is neither an argument nor a context name "
-                    f"({', '.join(sorted(CONTEXT_NAMES))})",
+                    f"({', '.join(sorted(CONTEXT_NAMES))}, or one of Airflow's)",
                     dag_id=self.dag.dag_id,
                     task_id=self.task_id,
                 )

@@ -11,6 +11,8 @@ import functools
 from collections.abc import Collection, Iterator
 from typing import Any
 
+from dagrun.authoring.context_names import CONTEXT_NAMES
+
 
 def is_template(value: str) -> bool:
     return "{{" in value or "{%" in value
@@ -51,5 +53,18 @@ def problem(source: str, known: Collection[str]) -> str | None:
         return f"has a syntax error: {exc.message} (line {exc.lineno})"
     unknown = sorted(meta.find_undeclared_variables(parsed) - set(known))
     if unknown:
-        return f"uses {unknown[0]!r}, which is not a context name ({', '.join(known)})"
+        shown = ", ".join(name for name in known if name in CONTEXT_NAMES)
+        return f"uses {unknown[0]!r}, which is not a context name ({shown}, or one of Airflow's)"
     return None
+
+
+@functools.lru_cache(maxsize=4096)
+def names_used(source: str) -> frozenset[str]:
+    """The context names a template reads (its undeclared variables): rendering computes
+    only these. A template that does not parse reads none; rendering reports its error."""
+    from jinja2 import TemplateSyntaxError, meta
+
+    try:
+        return frozenset(meta.find_undeclared_variables(environment().parse(source)))
+    except TemplateSyntaxError:
+        return frozenset()

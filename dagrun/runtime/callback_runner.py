@@ -75,6 +75,7 @@ class CallbackRequest:
     conf: dict[str, Any] = field(default_factory=dict)
     log_dir: str | None = None
     db_url: str | None = None
+    run_pk: int | None = None
 
     @property
     def label(self) -> str:

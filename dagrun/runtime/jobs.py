@@ -69,6 +69,7 @@ class Jobs:
             "try_number": claim.try_number,
             "fence_token": claim.fence_token,
             "ti_id": claim.ti_id,
+            "run_pk": claim.run_pk,
             "map_index": claim.map_index,
             "conf": claim.conf,
             "log_dir": self.log_dir,
@@ -98,4 +99,5 @@ def outcome_of(job: Job, result: AttemptResult) -> Outcome:
         return_value=result.return_value,
         duration=result.duration,
         log=result.log,
+        xcoms=result.xcoms,
     )

@@ -38,6 +38,14 @@ def render(value: Any, names: dict[str, Any]) -> Any:
     return value
 
 
+def render_with(value: Any, context: TaskContext) -> Any:
+    """``value`` rendered with the context names its templates use (only those are
+    computed: some of Airflow's read the store)."""
+    sources = templates.sources(value, "")
+    wanted = {name for _, source in sources for name in templates.names_used(source)}
+    return render(value, context.names(wanted))
+
+
 def with_params(task: Task, context: TaskContext) -> TaskContext:
     """The context with ``params``: the DAG's declared params resolved against the run's conf
     (checked again here, as the DAG may have changed since the run was triggered), then the
@@ -48,5 +56,5 @@ def with_params(task: Task, context: TaskContext) -> TaskContext:
         return context
     params = resolve(task.dag.params, context.conf)
     if own:
-        params.update(render(own, {**context.names(), "params": params}))
+        params.update(render_with(own, dataclasses.replace(context, params=params)))
     return dataclasses.replace(context, params=params)

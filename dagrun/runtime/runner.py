@@ -12,7 +12,7 @@ and result, the cache of imported DAG files, and the steps from one to the other
 from __future__ import annotations
 
 import contextlib
-import json
+import dataclasses
 import os
 import time
 import traceback
@@ -31,10 +31,9 @@ from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
 from dagrun.runtime.context import TaskContext, make_context
 from dagrun.runtime.current import set_current
 from dagrun.runtime.task_calls import ConditionUnmet, run_bash, run_python, sense
+from dagrun.runtime.task_instance import encode
 from dagrun.states import AttemptOutcome
 from dagrun.store.logfiles import LogRange
-
-MAX_RETURN_BYTES = 1_000_000
 
 
 @dataclass(frozen=True)
@@ -59,6 +58,10 @@ class AttemptRequest:
     inputs: dict[str, Any] = field(default_factory=dict)
     log_dir: str | None = None
     db_url: str | None = None
+    #: The run's key in ``db_url`` (XComs are read by it).
+    run_pk: int | None = None
+    #: Whether the attempt runs under ``dagrun test`` (Airflow's ``test_mode``).
+    test_mode: bool = False
 
     @property
     def label(self) -> str:
@@ -79,6 +82,9 @@ class AttemptRequest:
             fence_token=self.fence_token,
             ti_id=self.ti_id,
             db_url=self.db_url,
+            run_pk=self.run_pk,
+            map_index=self.map_index,
+            test_mode=self.test_mode,
         )
 
 
@@ -94,6 +100,8 @@ class AttemptResult:
     return_value: str | None = None
     duration: float = 0.0
     log: LogRange | None = None
+    #: What the task pushed besides its return value, key -> JSON text.
+    xcoms: dict[str, str] | None = None
 
 
 class DagCache:
@@ -209,6 +217,7 @@ def execute(
         result.return_value,
         time.monotonic() - started,
         log[0] if log else None,
+        dict(context.pushed) or None,
     )
 
 
@@ -250,6 +259,8 @@ def _run_task(
     on_process_group: Callable[[int], None] | None,
 ) -> Any:
     task = cache.task(request.fileloc, request.dag_id, request.task_id, request.db_url)
+    context = dataclasses.replace(context, task=task)
+    set_current(context)
     if isinstance(task, BashTask):
         run_bash(task, context, on_process_group, _mapped_values(task, request))
         return None
@@ -310,17 +321,4 @@ def one_line(exc: BaseException) -> str:
 
 
 def _encode(value: Any) -> str | None:
-    if value is None:
-        return None
-    try:
-        encoded = json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise TypeError(
-            f"return value is not JSON-serialisable ({exc}); write bulk data to a partition"
-        ) from None
-    if len(encoded) > MAX_RETURN_BYTES:
-        raise ValueError(
-            f"return value is {len(encoded)} bytes (limit {MAX_RETURN_BYTES}); "
-            "write bulk data to a partition"
-        )
-    return encoded
+    return None if value is None else encode(value, "return value")

@@ -23,12 +23,13 @@ from collections.abc import Callable
 from typing import Any
 
 from dagrun import processes
+from dagrun.authoring.context_names import ALL_CONTEXT_NAMES
 from dagrun.authoring.sensor_options import SensorMode
 from dagrun.authoring.tasks import BashTask, PythonTask, TaskOutput
 from dagrun.runtime import masking
 from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import set_current
-from dagrun.runtime.rendering import render, with_params
+from dagrun.runtime.rendering import render_with, with_params
 
 
 class ConditionUnmet(Exception):
@@ -73,32 +74,31 @@ def run_python(
     args = [resolve(a) for a in task.args]
     kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
     kwargs.update(elements or {})
-    wanted = _wanted_names(task, context)
+    wanted = _wanted_names(task)
     if wanted:
-        names = context.names()
-        kwargs.update((name, names[name]) for name in wanted)
+        kwargs.update(context.names(wanted))
     return task.python_callable(*args, **kwargs)
 
 
 _WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
-def _wanted_names(task: PythonTask, context: TaskContext) -> tuple[str, ...]:
+def _wanted_names(task: PythonTask) -> tuple[str, ...]:
     """The context names to pass the callable as keywords, in order: the parameters the call
-    leaves unbound that are context names, or every name not already passed when it takes
-    ``**kwargs``. This depends only on the task (its signature and how it is called), so it
-    is worked out once per task, not per attempt; a reloaded file brings new tasks."""
+    leaves unbound that are context names, or every name of the task's ``context_names``
+    not already passed when it takes ``**kwargs``. This depends only on the task (its
+    signature and how it is called), so it is worked out once per task, not per attempt; a
+    reloaded file brings new tasks."""
     wanted = _WANTED.get(task)
     if wanted is None:
-        known = context.names()
         signature = inspect.signature(task.python_callable)
         bound = signature.bind_partial(*task.args, **task.kwargs, **task.mapped).arguments
         found: list[str] = []
         for name, param in signature.parameters.items():
             if param.kind == param.VAR_KEYWORD:
                 taken = {*bound, *task.kwargs, *task.mapped, *found}
-                found += [k for k in known if k not in taken]
-            elif name not in bound and name in known:
+                found += [k for k in task.context_names if k not in taken]
+            elif name not in bound and name in ALL_CONTEXT_NAMES:
                 found.append(name)
         wanted = _WANTED[task] = tuple(found)
     return wanted
@@ -135,11 +135,10 @@ def run_bash(
     """Run the task's command (a mapped instance's own ``command``, with its ``env`` on top
     of the task's) in a process group of its own."""
     context = with_params(task, context)
-    names = context.names()
     elements = elements or {}
-    command = render(str(elements.get("command", task.command)), names)
+    command = render_with(str(elements.get("command", task.command)), context)
     extra = {**task.env, **{str(k): str(v) for k, v in elements.get("env", {}).items()}}
-    env = bash_environment(context, {k: render(v, names) for k, v in extra.items()})
+    env = bash_environment(context, render_with(extra, context))
     logging.getLogger("dagrun.task").info("running: %s", command)
     sys.stdout.flush()
     sys.stderr.flush()

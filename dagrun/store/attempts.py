@@ -26,7 +26,7 @@ from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import LeaseLost
 from dagrun.parsing.spec import TaskSpec
 from dagrun.states import AttemptOutcome, TaskState
-from dagrun.store import assets, callbacks, pools, runs, sql, task_reads
+from dagrun.store import assets, callbacks, pools, runs, sql, task_reads, xcoms
 from dagrun.store import statements as q
 from dagrun.store.logfiles import LogRange
 from dagrun.store.runs import SpecLookup
@@ -200,6 +200,9 @@ class Outcome:
     first_poke_at: datetime | None = None
     #: A sensor's last poke: its timeout has passed, so it ends failed or skipped, no retry.
     gave_up: bool = False
+    map_index: int = -1
+    #: What the attempt pushed besides its return value, key -> JSON (``store.xcoms``).
+    xcoms: dict[str, str] | None = None
 
     @classmethod
     def of(cls, claim: Claim, outcome: AttemptOutcome, **result: Any) -> Outcome:
@@ -214,6 +217,7 @@ class Outcome:
             infra_failures=claim.infra_failures,
             try_number=claim.try_number,
             first_poke_at=claim.first_poke_at,
+            map_index=claim.map_index,
             **result,
         )
 
@@ -297,6 +301,7 @@ def complete(
         conn, callbacks.task_events(result, spec_for), now
     )
     assets.record_events(conn, result.accepted, spec_for, now)
+    xcoms.record_pushed(conn, result.accepted, now)
     specs = {pk: spec_for(d) for pk, d in touched.items()}
     decided = runs.advance_runs(conn, specs, now, ended)
     result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]

@@ -197,6 +197,27 @@ def run_by_pk(conn: Connection, pk: int) -> RunRow:
     return RunRow(*sql.tuples(conn, _RUN_BY_PK, {"b_pk": pk})[0])
 
 
+_PREVIOUS_SUCCESS = Statement(
+    "The DAG's newest successful run before this one by logical date (Airflow's "
+    "prev_*_success context names).",
+    _RUNS.where(
+        dag_run.c.dag_id == _b("dag_id"),
+        dag_run.c.logical_date < _b("logical_date"),
+        dag_run.c.state == RunState.SUCCESS.value,
+    )
+    .order_by(dag_run.c.logical_date.desc())
+    .limit(1),
+)
+
+
+def previous_success(conn: Connection, dag_id: str, logical_date: datetime) -> RunRow | None:
+    """The DAG's newest successful run before ``logical_date``; None when there is none."""
+    found = sql.tuples(
+        conn, _PREVIOUS_SUCCESS, {"b_dag_id": dag_id, "b_logical_date": logical_date}
+    )
+    return RunRow(*found[0]) if found else None
+
+
 def external_state(
     conn: Connection, dag_id: str, logical_date: datetime, task_id: str | None = None
 ) -> str | None:

@@ -534,3 +534,53 @@ def test_worker_exits_from_the_command_line(sqlite_store, dags_dir, tmp_path):
     idle = run_cli("worker", "-c", "1", "--poll", "0.1", "--max-idle", "0.3", env=env, timeout=60)
     assert idle.returncode == 0, idle.stderr
     assert "nothing to run for 0.3 s (max_idle)" in idle.stderr
+
+
+def test_xcoms_pushed_and_pulled_in_callables_and_templates(store, dags_dir, tmp_path):
+    """``ti.xcom_push`` keeps a value with the attempt and its completion writes it; a
+    later task pulls it (and return values) by parameter or in a template."""
+    out = tmp_path / "pulled.txt"
+    write_dag(
+        dags_dir,
+        "pushes.py",
+        f"""
+        from dagrun import DAG, BashTask, task
+
+        with DAG("pushes", schedule=None):
+            @task
+            def produce(ti):
+                ti.xcom_push(key="rows", value=[1, 2, 3])
+                return {{"file": "a.csv"}}
+
+            @task
+            def each(x):
+                return x * 10
+
+            @task
+            def consume(ti=None):
+                pushed = ti.xcom_pull(task_ids="produce", key="rows")
+                returned = ti.xcom_pull(task_ids="produce")
+                mapped = ti.xcom_pull(task_ids="each")
+                one = ti.xcom_pull(task_ids="each", map_indexes=1)
+                both = ti.xcom_pull(task_ids=["produce", "missing"], default="none")
+                return [pushed, returned, mapped, one, both]
+
+            show = BashTask(
+                "show",
+                command="echo {{{{ ti.xcom_pull(task_ids='produce', key='rows') | sum }}}} "
+                "{{{{ task_instance_key_str }}}} > {out}",
+            )
+            produce() >> each.expand(x=[1, 2]) >> consume() >> show
+        """,
+    )
+    run, tasks = run_once(store, dags_dir, "pushes")
+    assert run.state == "success", {t: r.last_error for t, r in tasks.items()}
+    with store.read() as conn:
+        (consumed,) = conn.exec_driver_sql(
+            "SELECT return_value FROM task_instance WHERE task_id = 'consume'"
+        ).one()
+    assert consumed == '[[1, 2, 3], {"file": "a.csv"}, [10, 20], 20, [{"file": "a.csv"}, "none"]]'
+    assert out.read_text().split() == ["6", f"pushes__show__{run.logical_date:%Y%m%d}"]
+    with store.read() as conn:
+        rows = conn.exec_driver_sql("SELECT task_id, map_index, key, value FROM xcom").all()
+    assert [tuple(r) for r in rows] == [("produce", -1, "rows", "[1, 2, 3]")]
