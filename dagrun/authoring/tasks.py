@@ -138,7 +138,13 @@ def _output_ids(values: Iterable[Any]) -> list[str]:
 
 
 class BashTask(Task):
-    """Runs a shell command (a Jinja2 template) in its own process group."""
+    """Runs a shell command (a Jinja2 template) in its own process group.
+
+    ``env`` is added to the worker's environment, or with ``append_env=False`` replaces it
+    (only dagrun's variables and ``env`` are set). An exit code in ``skip_on_exit_code``
+    ends the task skipped instead of failed. With ``return_last_line`` the last line the
+    command writes (decoded with ``output_encoding``) is the task's return value.
+    """
 
     kind = "bash"
 
@@ -151,6 +157,10 @@ class BashTask(Task):
         dag: DAG | None = None,
         *,
         mapped: dict[str, Any] | None = None,
+        skip_on_exit_code: int | Iterable[int] | None = None,
+        append_env: bool = True,
+        output_encoding: str = "utf-8",
+        return_last_line: bool = False,
         **options: Any,
     ):
         self.mapped = dict(mapped or {})
@@ -159,6 +169,10 @@ class BashTask(Task):
         self.command = command or ""
         self.env = {str(k): str(v) for k, v in (env or {}).items()}
         self.cwd = cwd
+        self.skip_on_exit_code = _exit_codes(skip_on_exit_code, task_id)
+        self.append_env = bool(append_env)
+        self.output_encoding = output_encoding
+        self.return_last_line = bool(return_last_line)
         super().__init__(task_id, dag=dag, **options)
         self._check_mapped()
         self._check_mapped_elements()
@@ -187,6 +201,17 @@ class BashTask(Task):
     def templated(self) -> dict[str, Any]:
         literal = {k: v for k, v in self.mapped.items() if not isinstance(v, TaskOutput)}
         return {**super().templated(), "command": self.command, "env": self.env, **literal}
+
+
+def _exit_codes(value: int | Iterable[int] | None, task_id: str) -> frozenset[int]:
+    """``skip_on_exit_code`` as a set of exit codes (None: none)."""
+    codes = [] if value is None else [value] if isinstance(value, int) else list(value)
+    if not all(isinstance(c, int) and not isinstance(c, bool) and 0 <= c <= 255 for c in codes):
+        raise DagDefinitionError(
+            f"skip_on_exit_code must be an exit code (0-255) or a list of them, not {value!r}",
+            task_id=task_id,
+        )
+    return frozenset(codes)
 
 
 class BashPartial:

@@ -227,23 +227,28 @@ class PipedOutput(TypedDict, total=False):
 
 
 def piped(masker: Masker | None) -> PipedOutput:
-    """``Popen`` arguments for a command started while output is masked: its stdout and
-    stderr on one pipe, for ``pump``. None otherwise: it writes to the log itself, at no
-    cost."""
-    if not masker:
+    """``Popen`` arguments for a command started while output is masked (or whose output
+    is read, with an empty ``Masker``): its stdout and stderr on one pipe, for ``pump``.
+    None otherwise: it writes to the log itself, at no cost."""
+    if masker is None:
         return {}
     import subprocess
 
     return {"stdout": subprocess.PIPE, "stderr": subprocess.STDOUT}
 
 
-def pump(process: subprocess.Popen, masker: Masker, timeout: float | None = None) -> None:
-    """Copy what ``process`` writes to its stdout pipe onto fd 1, masked, until it exits or
-    ``timeout`` seconds pass. Output is masked a line at a time. When the process exits,
-    what is in the pipe then is copied and the rest is not waited for: processes it left
-    running in the background may hold the pipe open, and the command's end is the task's
-    end, as when it writes to the log itself (without pidfds, before Linux 5.3, the pipe's
-    end is waited for)."""
+def pump(
+    process: subprocess.Popen,
+    masker: Masker,
+    timeout: float | None = None,
+    tail: Tail | None = None,
+) -> None:
+    """Copy what ``process`` writes to its stdout pipe onto fd 1, masked (and into
+    ``tail``), until it exits or ``timeout`` seconds pass. Output is masked a line at a
+    time. When the process exits, what is in the pipe then is copied and the rest is not
+    waited for: processes it left running in the background may hold the pipe open, and
+    the command's end is the task's end, as when it writes to the log itself (without
+    pidfds, before Linux 5.3, the pipe's end is waited for)."""
     assert process.stdout is not None  # started with piped(): its stdout is a pipe
     out = process.stdout.fileno()
     os.set_blocking(out, False)
@@ -259,16 +264,39 @@ def pump(process: subprocess.Popen, masker: Masker, timeout: float | None = None
             chunk = _read(out)
             if chunk == b"":
                 return
-            _write_all(1, lines.feed(chunk or b""))
+            _write(lines.feed(chunk or b""), tail)
         for _ in range(16):  # what the pipe holds now (64 KiB unless resized)
             chunk = _read(out)
             if not chunk:
                 break
-            _write_all(1, lines.feed(chunk))
+            _write(lines.feed(chunk), tail)
     finally:
-        _write_all(1, lines.rest())
+        _write(lines.rest(), tail)
         for fd in exited:
             os.close(fd)
+
+
+def _write(data: bytes, tail: Tail | None) -> None:
+    _write_all(1, data)
+    if tail is not None:
+        tail.feed(data)
+
+
+class Tail:
+    """The end of a command's output, masked as it was logged: a BashTask that returns its
+    last line (Airflow's BashOperator pushes it)."""
+
+    def __init__(self, keep: int = 65536) -> None:
+        self._keep = keep
+        self._end = b""
+
+    def feed(self, data: bytes) -> None:
+        self._end = (self._end + data)[-self._keep :]
+
+    def last_line(self, encoding: str = "utf-8") -> str:
+        """The last line, without its line break; "" for no output."""
+        lines = self._end.decode(encoding, errors="replace").splitlines()
+        return lines[-1].rstrip() if lines else ""
 
 
 def _exit_fd(process: subprocess.Popen) -> list[int]:

@@ -262,8 +262,7 @@ def _run_task(
     context = dataclasses.replace(context, task=task)
     set_current(context)
     if isinstance(task, BashTask):
-        run_bash(task, context, on_process_group, _mapped_values(task, request))
-        return None
+        return run_bash(task, context, on_process_group, _mapped_values(task, request))
     if isinstance(task, PythonTask):
         elements = _mapped_values(task, request)
         if task.sensor is not None:

@@ -26,6 +26,7 @@ from dagrun import processes
 from dagrun.authoring.context_names import ALL_CONTEXT_NAMES
 from dagrun.authoring.sensor_options import SensorMode
 from dagrun.authoring.tasks import BashTask, PythonTask, TaskOutput
+from dagrun.errors import SkipTask
 from dagrun.runtime import masking
 from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import set_current
@@ -104,9 +105,12 @@ def _wanted_names(task: PythonTask) -> tuple[str, ...]:
     return wanted
 
 
-def bash_environment(context: TaskContext, extra: dict[str, str]) -> dict[str, str]:
-    """The environment of a BashTask: the worker's, the run's dates as DS-style variables."""
-    env = dict(os.environ)
+def bash_environment(
+    context: TaskContext, extra: dict[str, str], inherit: bool = True
+) -> dict[str, str]:
+    """The environment of a BashTask: the worker's (unless not ``inherit``), the run's dates
+    as DS-style variables, then ``extra``."""
+    env = dict(os.environ) if inherit else {}
     env.update(
         {
             "DS": context.ds,
@@ -131,30 +135,32 @@ def run_bash(
     context: TaskContext,
     on_process_group: Callable[[int], None] | None,
     elements: dict[str, Any] | None = None,
-) -> None:
+) -> str | None:
     """Run the task's command (a mapped instance's own ``command``, with its ``env`` on top
-    of the task's) in a process group of its own."""
+    of the task's) in a process group of its own; the last line it wrote when the task
+    returns it, else None."""
     context = with_params(task, context)
     elements = elements or {}
     command = render_with(str(elements.get("command", task.command)), context)
     extra = {**task.env, **{str(k): str(v) for k, v in elements.get("env", {}).items()}}
-    env = bash_environment(context, render_with(extra, context))
+    env = bash_environment(context, render_with(extra, context), task.append_env)
     logging.getLogger("dagrun.task").info("running: %s", command)
     sys.stdout.flush()
     sys.stderr.flush()
     masker = masking.active()
+    tail = masking.Tail() if task.return_last_line else None
     process = subprocess.Popen(
         ["bash", "-c", command],
         env=env,
-        cwd=task.cwd,
+        cwd=render_with(task.cwd, context),
         preexec_fn=processes.own_session,
-        **masking.piped(masker),
+        **masking.piped(masker if tail is None else masker or masking.Masker()),
     )
     if on_process_group:
         on_process_group(process.pid)
     try:
-        if masker:
-            masking.pump(process, masker)
+        if masker or tail:
+            masking.pump(process, masker or masking.Masker(), tail=tail)
         code = process.wait()
     finally:
         if process.poll() is None:
@@ -162,5 +168,8 @@ def run_bash(
                 os.killpg(process.pid, signal.SIGKILL)
         if process.stdout is not None:
             process.stdout.close()
+    if code in task.skip_on_exit_code:
+        raise SkipTask(f"command exited with {code} (skip_on_exit_code)")
     if code != 0:
         raise RuntimeError(f"command {processes.describe_exit(code)}")
+    return tail.last_line(task.output_encoding) if tail is not None else None

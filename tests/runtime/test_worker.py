@@ -584,3 +584,51 @@ def test_xcoms_pushed_and_pulled_in_callables_and_templates(store, dags_dir, tmp
     with store.read() as conn:
         rows = conn.exec_driver_sql("SELECT task_id, map_index, key, value FROM xcom").all()
     assert [tuple(r) for r in rows] == [("produce", -1, "rows", "[1, 2, 3]")]
+
+
+def test_a_bash_task_skips_on_its_exit_codes_returns_its_last_line_and_can_drop_the_env(
+    store, dags_dir, monkeypatch
+):
+    monkeypatch.setenv("WORKER_ONLY", "inherited")
+    write_dag(
+        dags_dir,
+        "shells.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("shells", schedule=None):
+            BashTask("skips", command="exit 99", skip_on_exit_code=99)
+            BashTask("fails", command="exit 98", skip_on_exit_code=[99, 100])
+            BashTask(
+                "last",
+                command="echo first; echo ${WORKER_ONLY:-unset} {{ ds_nodash }} $OWN",
+                return_last_line=True,
+                env={"OWN": "own"},
+            )
+            BashTask(
+                "bare",
+                command="echo ${WORKER_ONLY:-unset} $OWN $DAG_ID",
+                return_last_line=True,
+                env={"OWN": "own"},
+                append_env=False,
+            )
+        """,
+    )
+    run, tasks = run_once(store, dags_dir, "shells")
+    assert {t: r.state for t, r in tasks.items()} == {
+        "skips": "skipped",
+        "fails": "failed",
+        "last": "success",
+        "bare": "success",
+    }
+    assert tasks["skips"].last_error == "SkipTask: command exited with 99 (skip_on_exit_code)"
+    with store.read() as conn:
+        values = dict(
+            conn.exec_driver_sql(
+                "SELECT task_id, return_value FROM task_instance WHERE task_id IN ('last', 'bare')"
+            ).all()
+        )
+    assert values == {
+        "last": f'"inherited {run.logical_date:%Y%m%d} own"',
+        "bare": '"unset own shells"',
+    }
