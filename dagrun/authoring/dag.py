@@ -15,7 +15,7 @@ import sys
 from collections.abc import Callable, Iterable, Mapping
 from datetime import timedelta
 from types import FrameType
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Self
 
 from dagrun.authoring.assets import is_asset_schedule
 from dagrun.authoring.assets import names as asset_names
@@ -126,15 +126,20 @@ class DAG:
             ),
         }
         self.tasks: dict[str, Task] = {}
+        #: Labels of edges, (upstream id, downstream id) -> text (Airflow's ``Label``).
+        self.edge_labels: dict[tuple[str, str], str] = {}
         #: Task groups by id (dagrun.authoring.groups); a group's id and a task's never coincide.
         self.groups: dict[str, TaskGroup] = {}
         #: The groups open here, innermost last: a task created now joins the innermost.
         self.open_groups: list[TaskGroup] = []
         self.fileloc, self.definition_line = _definition_site()
+        #: What the file asks for that dagrun accepts without acting on it, as (line, text)
+        #: once each: the file's warnings (``dags errors --warnings``).
+        self.warnings: list[tuple[int | None, str]] = []
         if _collector is not None:
             _collector.append(self)
 
-    def __enter__(self) -> DAG:
+    def __enter__(self) -> Self:
         _dag_stack.append(self)
         return self
 
@@ -143,6 +148,11 @@ class DAG:
 
     def __repr__(self) -> str:
         return f"<DAG {self.dag_id}>"
+
+    def warn(self, message: str) -> None:
+        """Record a warning of the DAG's file, at the line of the file that led to it."""
+        if all(known != message for _, known in self.warnings):
+            self.warnings.append((_line_in(self.fileloc), message))
 
     def add_task(self, task: Task) -> None:
         if task.task_id in self.tasks:
@@ -194,6 +204,14 @@ def _definition_site() -> tuple[str | None, int | None]:
     if frame is None:
         return None, None
     return frame.f_code.co_filename, frame.f_lineno
+
+
+def _line_in(fileloc: str | None) -> int | None:
+    """The line of ``fileloc`` that is running now (the innermost call from that file)."""
+    frame: FrameType | None = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename != fileloc:
+        frame = frame.f_back
+    return frame.f_lineno if frame is not None else None
 
 
 def _timeout(value: Any, dag_id: str) -> float | None:

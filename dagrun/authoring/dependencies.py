@@ -14,14 +14,23 @@ if TYPE_CHECKING:
     from dagrun.authoring.tasks import Task
 
 
-def _resolve(other: Any, upstream: bool) -> list[Task]:
+def resolve(other: Any, upstream: bool) -> list[Task]:
     """The tasks behind a ``>>`` operand on the upstream (or downstream) side of the edge: a
     task, an output, a task group, a @task function, a list of them."""
     if isinstance(other, DependencyMixin):
         return other.edge_tasks(upstream)
     if isinstance(other, list | tuple | set):
-        return [t for item in other for t in _resolve(item, upstream)]
+        return [t for item in other for t in resolve(item, upstream)]
     raise TypeError(f"cannot set a dependency on {other!r}: expected a task or a list of tasks")
+
+
+def _operand(other: Any) -> bool:
+    """Whether ``>>`` with ``other`` is ours to handle: anything but an object with a
+    reflected operator of its own (an edge label), which Python then calls; what is not a
+    task then fails in ``resolve`` with the reason."""
+    if isinstance(other, DependencyMixin | list | tuple | set):
+        return True
+    return not hasattr(type(other), "__rrshift__")
 
 
 class DependencyMixin:
@@ -34,14 +43,18 @@ class DependencyMixin:
         raise NotImplementedError
 
     def __rshift__(self, other: Any) -> Any:
+        if not _operand(other):
+            return NotImplemented
         for up in self.edge_tasks(upstream=True):
-            for down in _resolve(other, upstream=False):
+            for down in resolve(other, upstream=False):
                 down.add_upstream(up)
         return other
 
     def __lshift__(self, other: Any) -> Any:
+        if not _operand(other):
+            return NotImplemented
         for down in self.edge_tasks(upstream=False):
-            for up in _resolve(other, upstream=True):
+            for up in resolve(other, upstream=True):
                 down.add_upstream(up)
         return other
 

@@ -109,10 +109,18 @@ class TaskGroupFunction:
     and returns the group, or what the function returned if that is not None (Airflow's
     rule, so that a group's last output can feed a task)."""
 
-    def __init__(self, function: Callable[..., Any], group_id: str | None, options: dict):
+    def __init__(
+        self,
+        function: Callable[..., Any],
+        group_id: str | None,
+        options: dict,
+        group_class: type[TaskGroup] | None = None,
+    ):
         self.function = function
         self.group_id = group_id or function.__name__
         self.options = options
+        #: What each call opens (``dagrun.airflow``'s ``@task_group`` opens its own kind).
+        self.group_class = group_class or TaskGroup
         self.__doc__ = function.__doc__
         self.__name__ = function.__name__
 
@@ -124,7 +132,7 @@ class TaskGroupFunction:
                 "functions inside `with DAG(...):`"
             )
         key = first_free(self.group_id, lambda label: dag.qualify(label) in dag.groups)
-        with TaskGroup(key, **self.options) as group:
+        with self.group_class(key, **self.options) as group:
             returned = self.function(*args, **kwargs)
         return group if returned is None else returned
 

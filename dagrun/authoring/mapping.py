@@ -36,6 +36,14 @@ def problem(value: Any) -> str | None:
     return None
 
 
+def kwargs_problem(value: Sequence[Any]) -> str | None:
+    """Why a list ``expand_kwargs`` maps over cannot be: each element a dict of arguments."""
+    for i, element in enumerate(value):
+        if not isinstance(element, dict) or not all(isinstance(k, str) for k in element):
+            return f"must hold dicts of arguments, not {element!r} (at {i})"
+    return None
+
+
 def length(lengths: Sequence[int]) -> int:
     """How many instances lists of these lengths make (their product; 0 if one is empty)."""
     return math.prod(lengths)

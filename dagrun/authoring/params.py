@@ -43,6 +43,20 @@ class Param:
         return f"Param({', '.join(shown)})"
 
 
+class ParamRef:
+    """A DAG param standing for its value in a run: an argument of a task call that the
+    task receives as the run's value (what Airflow's ``@dag`` function's parameters are)."""
+
+    __slots__ = ("default", "name")
+
+    def __init__(self, name: str, default: Any = None):
+        self.name = name
+        self.default = default
+
+    def __repr__(self) -> str:
+        return f"<param {self.name}>"
+
+
 def serialise(params: Mapping[str, Any], *, dag_id: str) -> dict[str, dict]:
     """The stored form of a DAG's params: ``{name: {"default", "schema", "description"}}``,
     with no ``"default"`` for a required param. A plain value is a Param with that default

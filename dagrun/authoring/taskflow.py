@@ -15,7 +15,7 @@ from typing import Any
 from dagrun.authoring.dag import current_dag
 from dagrun.authoring.dependencies import DependencyMixin
 from dagrun.authoring.options import split_sensor_options
-from dagrun.authoring.tasks import PythonTask, Task, TaskOutput
+from dagrun.authoring.tasks import KWARGS, PythonTask, Task, TaskOutput
 from dagrun.errors import DagDefinitionError
 
 
@@ -24,12 +24,18 @@ class TaskFunction(DependencyMixin):
     ``partial(...)`` and ``expand(...)`` add a mapped task."""
 
     def __init__(
-        self, function: Callable[..., Any], options: dict[str, Any], choice: str | None = None
+        self,
+        function: Callable[..., Any],
+        options: dict[str, Any],
+        choice: str | None = None,
+        task_class: type[PythonTask] = PythonTask,
     ):
         self.function = function
         self.task_id = options.pop("task_id", None) or function.__name__
         self.options = options
         self.choice = choice
+        #: What each call makes (``dagrun.airflow``'s @task makes its own kind).
+        self.task_class = task_class
         self.tasks: list[PythonTask] = []
         self.__doc__ = function.__doc__
         self.__name__ = function.__name__
@@ -37,9 +43,20 @@ class TaskFunction(DependencyMixin):
     def __call__(self, *args: Any, **kwargs: Any) -> TaskOutput:
         return self._add(args, kwargs, {})
 
+    def override(self, **options: Any) -> TaskFunction:
+        """The same function with some options changed (``task_id`` included), for the
+        calls made through what it returns: ``load.override(task_id="load_eu")(...)``."""
+        merged = {**self.options, "task_id": self.task_id, **options}
+        return TaskFunction(self.function, merged, self.choice, self.task_class)
+
     def partial(self, **kwargs: Any) -> PartialCall:
         """Fix the arguments every mapped instance shares; ``expand`` maps the rest."""
         return PartialCall(self, kwargs)
+
+    def expand_kwargs(self, values: Any) -> TaskOutput:
+        """One task instance per element of ``values`` (a list, or an upstream task's
+        output), each a dict of the keyword arguments that instance is called with."""
+        return self._add((), {}, {KWARGS: values})
 
     def expand(self, **mapped: Any) -> TaskOutput:
         """One task instance per element of each list (the product of them when several),
@@ -57,7 +74,7 @@ class TaskFunction(DependencyMixin):
         if self.choice and mapped:
             raise DagDefinitionError(f"a {self.choice} task cannot be mapped", task_id=self.task_id)
         task_id = dag.unique_task_id(self.task_id)
-        created = PythonTask(
+        created = self.task_class(
             task_id,
             self.function,
             args,
@@ -92,6 +109,9 @@ class PartialCall:
 
     def expand(self, **mapped: Any) -> TaskOutput:
         return self.function._add((), self.kwargs, mapped)
+
+    def expand_kwargs(self, values: Any) -> TaskOutput:
+        return self.function._add((), self.kwargs, {KWARGS: values})
 
 
 def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:

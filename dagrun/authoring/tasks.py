@@ -10,7 +10,7 @@ values (``dagrun.authoring.taskflow``).
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dagrun.authoring import mapping, templates
@@ -18,6 +18,7 @@ from dagrun.authoring.context_names import ALL_CONTEXT_NAMES, CONTEXT_NAMES
 from dagrun.authoring.dag import check_id, current_dag
 from dagrun.authoring.dependencies import DependencyMixin
 from dagrun.authoring.options import TASK_DEFAULTS, check_options, sensor_spec
+from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import DagDefinitionError
 
 if TYPE_CHECKING:
@@ -53,10 +54,18 @@ class Task(DependencyMixin):
     depends_on_past = _option("depends_on_past")
     priority_weight = _option("priority_weight")
     pool = _option("pool")
+    outlets = _option("outlets")
+    params = _option("params")
     #: Whether a mapped task expands over this task's return value (which must be a list).
     feeds_mapping = False
     #: The arguments ``expand()`` maps over: a literal list or an upstream's output each.
     mapped: dict[str, Any] = {}
+    #: ``"branch"`` or ``"short_circuit"`` for a task whose value picks its downstream.
+    choice: str | None = None
+    #: A sensor's options (its condition is poked until it holds); None for other tasks.
+    sensor: SensorSpec | None = None
+    #: A dict it returns is also pushed key by key, each pulled as ``output["key"]``.
+    multiple_outputs = False
 
     def __init__(self, task_id: str, dag: DAG | None = None, **options: Any):
         dag = dag or current_dag()
@@ -86,18 +95,28 @@ class Task(DependencyMixin):
         """The fields the runner renders as templates before an attempt, by name."""
         return {"params": self.options["params"]}
 
+    def template_names(self) -> Collection[str]:
+        """The names this task's templates may use."""
+        return ALL_CONTEXT_NAMES
+
     def _check_templates(self) -> None:
         """Parse every template now, so that a syntax error or a name the context does not
         have fails the file's import instead of every attempt of the task."""
         for name, value in self.templated().items():
             for where, source in templates.sources(value, name):
-                problem = templates.problem(source, ALL_CONTEXT_NAMES)
+                problem = templates.problem(source, self.template_names())
                 if problem:
                     raise DagDefinitionError(
                         f"template in {where} {problem}",
                         dag_id=self.dag.dag_id,
                         task_id=self.task_id,
                     )
+
+    def run_attempt(self, context: Any, inputs: dict[str, Any], elements: dict[str, Any]) -> Any:
+        """What an attempt of a task of its own kind does, given the attempt's context (a
+        ``dagrun.runtime.context.TaskContext``), its upstream values and its mapped
+        elements; the runner runs python and bash tasks itself."""
+        raise TypeError(f"cannot run task of type {type(self).__name__}")
 
     def add_upstream(self, other: Task) -> None:
         if other.dag is not self.dag:
@@ -123,9 +142,12 @@ class Task(DependencyMixin):
                 value.task.feeds_mapping = True
                 continue
             problem = mapping.problem(value)
+            if problem is None and name == KWARGS:
+                problem = mapping.kwargs_problem(value)
             if problem:
+                what = "expand_kwargs: the list" if name == KWARGS else f"expand: {name}"
                 raise DagDefinitionError(
-                    f"expand: {name} {problem}", dag_id=self.dag.dag_id, task_id=self.task_id
+                    f"{what} {problem}", dag_id=self.dag.dag_id, task_id=self.task_id
                 )
         for value in self.mapped.values():
             if isinstance(value, TaskOutput):
@@ -251,16 +273,16 @@ class PythonTask(Task):
         choice: str | None = None,
         mapped: dict[str, Any] | None = None,
         sensor: Mapping[str, Any] | None = None,
+        multiple_outputs: bool = False,
         **options: Any,
     ):
         self.python_callable = python_callable
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
-        #: ``"branch"`` or ``"short_circuit"`` (``@task.branch``, ``@task.short_circuit``).
+        self.multiple_outputs = bool(multiple_outputs)
         self.choice = choice
         self.mapped = dict(mapped or {})
         super().__init__(task_id, dag=dag, **options)
-        #: A sensor's options (its callable is poked until it returns truthy); else None.
         self.sensor = (
             None
             if sensor is None
@@ -276,7 +298,7 @@ class PythonTask(Task):
         """Every parameter not bound by the call must be a context name or have a default."""
         signature = inspect.signature(self.python_callable)
         try:
-            bound = signature.bind_partial(*self.args, **self.kwargs, **self.mapped)
+            bound = signature.bind_partial(*self.args, **self.kwargs, **named(self.mapped))
         except TypeError as exc:
             raise DagDefinitionError(
                 f"bad arguments: {exc}", dag_id=self.dag.dag_id, task_id=self.task_id
@@ -297,14 +319,29 @@ class PythonTask(Task):
         return _output_ids((*self.args, *self.kwargs.values(), *self.mapped.values()))
 
 
-class TaskOutput(DependencyMixin):
-    """The future return value of a task: pass it to another task call to depend on it."""
+#: The mapped argument of ``expand_kwargs``: each element is a dict of keyword arguments.
+KWARGS = "**kwargs"
 
-    def __init__(self, task: Task):
+
+def named(mapped: Mapping[str, Any]) -> dict[str, Any]:
+    """The mapped arguments that are named parameters (not ``expand_kwargs``' dicts)."""
+    return {k: v for k, v in mapped.items() if k != KWARGS}
+
+
+class TaskOutput(DependencyMixin):
+    """The future return value of a task: pass it to another task call to depend on it.
+    ``output["key"]`` is one key of it (a task with ``multiple_outputs``) or what the task
+    pushed under that key."""
+
+    def __init__(self, task: Task, key: str | None = None):
         self.task = task
+        self.key = key
 
     def __repr__(self) -> str:
-        return f"<output of {self.task.task_id}>"
+        return f"<output of {self.task.task_id}{'' if self.key is None else f'[{self.key!r}]'}>"
+
+    def __getitem__(self, key: str) -> TaskOutput:
+        return type(self)(self.task, key)
 
     def edge_tasks(self, upstream: bool) -> list[Task]:
         return [self.task]

@@ -21,11 +21,11 @@ HOMES: dict[str, str] = {
             "PythonOperator",
             "BranchPythonOperator",
             "ShortCircuitOperator",
-            "BashOperator",
             "get_current_context",
         ],
         "operators",
     ),
+    "BashOperator": "bash",
     **dict.fromkeys(["PythonVirtualenvOperator", "ExternalPythonOperator"], "virtualenv"),
     **dict.fromkeys(
         [

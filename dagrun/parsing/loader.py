@@ -23,6 +23,7 @@ from dagrun.authoring.dag import DAG, collect_dags
 from dagrun.authoring.options import TASK_CALLBACKS
 from dagrun.authoring.tasks import TaskOutput
 from dagrun.errors import DagFileError
+from dagrun.parsing import airflow_alias
 from dagrun.parsing.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
 from dagrun.timing.timetable import CronTimetable
 
@@ -34,12 +35,14 @@ def module_name(path: str) -> str:
 
 def import_file(path: str, source: str | None = None) -> list[DAG]:
     """Import one DAG file in this process and return the DAGs it built; with ``source``,
-    run that text as the file (its last good version) instead of what is on disk."""
+    run that text as the file (its last good version) instead of what is on disk. Its
+    ``import airflow...`` gets dagrun's compatibility package (``airflow_alias``)."""
     import importlib.util
 
     folder = os.path.dirname(path)
     if folder not in sys.path:
         sys.path.insert(0, folder)
+    airflow_alias.install()
     dags = collect_dags()
     spec = importlib.util.spec_from_file_location(module_name(path), path)
     assert spec is not None and spec.loader is not None  # a .py path has a source loader
@@ -103,6 +106,11 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         max_active_tasks=dag.max_active_tasks,
         callbacks=tuple(event.value for event, found in dag.callbacks.items() if found),
         assets=dag.assets,
+        edge_labels=tuple(
+            (up, down, label)
+            for (up, down), label in sorted(dag.edge_labels.items())
+            if up in dag.tasks[down].upstream_ids
+        ),
     )
 
 

@@ -86,6 +86,8 @@ class DagSpec:
     callbacks: tuple[str, ...] = ()
     #: The assets the DAG is scheduled on: a run per partition key they all have.
     assets: tuple[str, ...] = ()
+    #: Labelled edges, each (upstream id, downstream id, label): shown, never decided on.
+    edge_labels: tuple[tuple[str, str, str], ...] = ()
 
     @cached_property
     def timetable(self) -> Timetable:
@@ -215,6 +217,7 @@ class DagSpec:
         )
         data["callbacks"] = tuple(data.get("callbacks", ()))
         data["assets"] = tuple(data.get("assets", ()))
+        data["edge_labels"] = tuple(tuple(e) for e in data.get("edge_labels", ()))
         cron = data.get("cron")
         if cron is not None:
             data["cron"] = tuple(tuple(values) for values in cron)

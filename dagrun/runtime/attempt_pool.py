@@ -177,10 +177,10 @@ def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -
         conn.send(("pgid", pgid))
 
     try:
-        if isinstance(request, CallbackRequest):
-            with processes.groups_reported_to(started_group):
+        with processes.groups_reported_to(started_group):
+            if isinstance(request, CallbackRequest):
                 return execute_callback(request, cache)
-        return execute(request, cache, started_group)
+            return execute(request, cache, started_group)
     except BaseException as exc:
         return AttemptResult(AttemptOutcome.CRASHED, f"worker child failed: {one_line(exc)}")
 

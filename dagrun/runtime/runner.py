@@ -30,6 +30,7 @@ from dagrun.runtime import masking
 from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
 from dagrun.runtime.context import TaskContext, make_context
 from dagrun.runtime.current import set_current
+from dagrun.runtime.rendering import with_params
 from dagrun.runtime.task_calls import ConditionUnmet, run_bash, run_python, sense
 from dagrun.runtime.task_instance import encode
 from dagrun.states import AttemptOutcome
@@ -261,17 +262,20 @@ def _run_task(
     task = cache.task(request.fileloc, request.dag_id, request.task_id, request.db_url)
     context = dataclasses.replace(context, task=task)
     set_current(context)
+    elements = _mapped_values(task, request)
     if isinstance(task, BashTask):
-        return run_bash(task, context, on_process_group, _mapped_values(task, request))
+        return run_bash(task, context, on_process_group, elements)
     if isinstance(task, PythonTask):
-        elements = _mapped_values(task, request)
         if task.sensor is not None:
-            value = sense(task, context, request.inputs, elements)
+            value = sense(task.sensor, lambda: run_python(task, context, request.inputs, elements))
         else:
             value = run_python(task, context, request.inputs, elements)
-        _check_value(task, value)
-        return value
-    raise TypeError(f"cannot run task of type {type(task).__name__}")
+    else:  # a kind of its own (dagrun.airflow's operators) says what running it means
+        value = task.run_attempt(with_params(task, context), request.inputs, elements)
+    _check_value(task, value)
+    if task.multiple_outputs:
+        _push_each(value, context)
+    return value
 
 
 def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
@@ -286,7 +290,7 @@ def _mapped_values(task: Task, request: AttemptRequest) -> dict[str, Any]:
     return dict(zip(task.mapped, mapping.elements(lists, request.map_index), strict=True))
 
 
-def _check_value(task: PythonTask, value: Any) -> None:
+def _check_value(task: Task, value: Any) -> None:
     """A value that readiness acts on must make sense, or the task fails (not a retry: the
     same code returns the same value): a list to map over for a task others map over (a
     mapped task's instances each give one element of that list), the ids of direct
@@ -310,6 +314,16 @@ def _check_value(task: PythonTask, value: Any) -> None:
                 f"branch chose {unknown[0]!r}, which is not a direct downstream task "
                 f"(those are: {', '.join(downstream) or 'none'})"
             )
+
+
+def _push_each(value: Any, context: TaskContext) -> None:
+    """A task with ``multiple_outputs`` also pushes each key of the dict it returned."""
+    if not isinstance(value, dict) or not all(isinstance(k, str) for k in value):
+        raise TypeError(
+            f"multiple_outputs needs a dict with string keys as the return value, not {value!r}"
+        )
+    for key, item in value.items():
+        context.ti.xcom_push(key, item)
 
 
 def one_line(exc: BaseException) -> str:

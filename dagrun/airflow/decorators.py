@@ -1,0 +1,207 @@
+"""Airflow's TaskFlow decorators: ``@task`` and its variants (``.python``, ``.branch``,
+``.short_circuit``, ``.bash``, ``.sensor``, ``.virtualenv``, ``.external_python``) and
+``@task_group``, over dagrun's own ``@task`` (``dagrun.authoring.taskflow``).
+
+Each call of a decorated function makes an ``AirflowPythonTask``: dagrun's Python task with
+Airflow's task arguments (``dagrun.airflow.arguments``), the DAG's ``default_args``, every
+context name through ``**kwargs``, and ``multiple_outputs`` inferred from a ``dict`` return
+annotation as Airflow infers it.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dagrun.airflow import arguments as args_
+from dagrun.airflow.operators import AirflowTask, airflow_options, default_args_for, in_group
+from dagrun.airflow.structure import TaskGroup
+from dagrun.authoring import groups
+from dagrun.authoring.dag import DAG, current_dag
+from dagrun.authoring.options import split_sensor_options
+from dagrun.authoring.taskflow import TaskFunction
+from dagrun.authoring.tasks import PythonTask
+from dagrun.errors import DagDefinitionError
+from dagrun.runtime import current
+from dagrun.runtime.rendering import render_with
+from dagrun.runtime.task_calls import run_command
+
+
+class AirflowPythonTask(AirflowTask, PythonTask):
+    """What a call of an Airflow ``@task`` function makes."""
+
+    def __init__(
+        self,
+        task_id: str,
+        python_callable: Callable[..., Any],
+        args: tuple = (),
+        kwargs: dict[str, Any] | None = None,
+        dag: DAG | None = None,
+        *,
+        choice: str | None = None,
+        mapped: dict[str, Any] | None = None,
+        sensor: Mapping[str, Any] | None = None,
+        multiple_outputs: bool | None = None,
+        task_group: groups.TaskGroup | None = None,
+        ignore_downstream_trigger_rules: bool = True,
+        **arguments: Any,
+    ):
+        dag = dag or current_dag()
+        if dag is None:
+            raise DagDefinitionError("called outside a DAG", task_id=task_id)
+        defaults = default_args_for(dag, None)
+        natives, attributes = airflow_options(
+            task_id, dag, args_.with_defaults(None, arguments, defaults)
+        )
+        if multiple_outputs is None:
+            multiple_outputs = returns_dict(python_callable)
+        attributes.pop("multiple_outputs", None)
+        self.ignore_downstream_trigger_rules = bool(ignore_downstream_trigger_rules)
+        with in_group(dag, task_group):
+            super().__init__(
+                task_id,
+                python_callable,
+                args,
+                kwargs,
+                dag,
+                choice=choice,
+                mapped=mapped,
+                sensor=sensor,
+                multiple_outputs=multiple_outputs,
+                **natives,
+            )
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
+
+def returns_dict(function: Callable[..., Any]) -> bool:
+    """Whether a function's return annotation is a dict (Airflow then pushes each key)."""
+    annotation = inspect.signature(function).return_annotation
+    if isinstance(annotation, str):
+        return annotation.replace("typing.", "").startswith(("dict", "Dict"))
+    return annotation is dict or getattr(annotation, "__origin__", None) is dict
+
+
+def _decorator(
+    function: Callable[..., Any] | None, options: dict[str, Any], choice: str | None = None
+) -> Any:
+    if function is None:
+        return lambda f: TaskFunction(f, dict(options), choice, AirflowPythonTask)
+    return TaskFunction(function, dict(options), choice, AirflowPythonTask)
+
+
+def task(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task`` or ``@task(task_id=..., retries=..., multiple_outputs=...)``."""
+    return _decorator(python_callable, options)
+
+
+def _branch(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.branch``: returns the direct downstream task id(s) to run."""
+    return _decorator(python_callable, options, "branch")
+
+
+def _short_circuit(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.short_circuit``: a falsy value skips what is downstream."""
+    return _decorator(python_callable, options, "short_circuit")
+
+
+def _sensor(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.sensor(poke_interval=..., timeout=..., mode=...)``: poked until it returns
+    a truthy value (or a ``PokeReturnValue`` that is done)."""
+    from dagrun.airflow.sensors import sensor_options, unwrapped
+
+    sensor, rest = split_sensor_options(sensor_options(options))
+
+    def make(function: Callable[..., Any]) -> TaskFunction:
+        return TaskFunction(
+            unwrapped(function), {**rest, "sensor": sensor}, None, AirflowPythonTask
+        )
+
+    return make if python_callable is None else make(python_callable)
+
+
+_BASH_OPTIONS = ("env", "append_env", "output_encoding", "skip_on_exit_code", "cwd")
+
+
+def _bash(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.bash``: the function returns a bash command (a template), which runs as a
+    ``BashOperator``'s would."""
+    shell = {k: options.pop(k) for k in _BASH_OPTIONS if k in options}
+
+    def make(function: Callable[..., Any]) -> TaskFunction:
+        return TaskFunction(_command_of(function, shell), dict(options), None, AirflowPythonTask)
+
+    return make if python_callable is None else make(python_callable)
+
+
+def _command_of(function: Callable[..., Any], shell: dict[str, Any]) -> Callable[..., Any]:
+    """A callable running the command ``function`` returns, with its parameters."""
+
+    @functools.wraps(function)
+    def run(*args: Any, **kwargs: Any) -> str | None:
+        command = function(*args, **kwargs)
+        if not isinstance(command, str) or not command.strip():
+            raise TypeError(f"@task.bash must return a non-empty command, not {command!r}")
+        context = current.current()
+        assert context is not None  # the runner sets it for the attempt
+        env = shell.get("env")
+        skip = shell.get("skip_on_exit_code", 99)
+        return run_command(
+            render_with(command, context),
+            context,
+            render_with({str(k): str(v) for k, v in (env or {}).items()}, context),
+            cwd=render_with(shell.get("cwd"), context),
+            inherit_env=bool(shell.get("append_env")) or env is None,
+            skip_on_exit_code=[] if skip is None else [skip] if isinstance(skip, int) else skip,
+            last_line_encoding=shell.get("output_encoding", "utf-8"),
+        )
+
+    return run
+
+
+def _virtualenv(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    from dagrun.airflow.virtualenv import virtualenv_task
+
+    return virtualenv_task(python_callable, **options)
+
+
+def _external_python(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    from dagrun.airflow.virtualenv import external_python_task
+
+    return external_python_task(python_callable, **options)
+
+
+task.python = task  # type: ignore[attr-defined]
+task.branch = _branch  # type: ignore[attr-defined]
+task.short_circuit = _short_circuit  # type: ignore[attr-defined]
+task.sensor = _sensor  # type: ignore[attr-defined]
+task.bash = _bash  # type: ignore[attr-defined]
+task.virtualenv = _virtualenv  # type: ignore[attr-defined]
+task.external_python = _external_python  # type: ignore[attr-defined]
+
+
+def task_group(
+    python_callable: Callable[..., Any] | None = None,
+    *,
+    group_id: str | None = None,
+    prefix_group_id: bool = True,
+    tooltip: str = "",
+    default_args: dict[str, Any] | None = None,
+    add_suffix_on_collision: bool = False,
+    **ui: Any,
+) -> Any:
+    """``@task_group``: each call of the function opens a group (``name``, then
+    ``name__1``...), builds its tasks in it and returns what the function returns (the
+    group when that is None)."""
+    options = {
+        "tooltip": tooltip,
+        "prefix_group_id": prefix_group_id,
+        "default_args": default_args,
+    }
+
+    def make(function: Callable[..., Any]) -> groups.TaskGroupFunction:
+        return groups.TaskGroupFunction(function, group_id, options, TaskGroup)
+
+    return make if python_callable is None else make(python_callable)
