@@ -256,9 +256,9 @@ def _run_task(
     if isinstance(task, PythonTask):
         elements = _mapped_values(task, request)
         if task.sensor is not None:
-            value = sense(task, context, request.inputs, elements)
+            value = sense(task, context, request.inputs, elements, on_process_group)
         else:
-            value = run_python(task, context, request.inputs, elements)
+            value = run_python(task, context, request.inputs, elements, on_process_group)
         _check_value(task, value)
         return value
     raise TypeError(f"cannot run task of type {type(task).__name__}")
@@ -303,10 +303,13 @@ def _check_value(task: PythonTask, value: Any) -> None:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message."""
+    """An exception as one line: its type and the first line of its message. An exception
+    raised in another interpreter (``virtualenvs.FunctionFailed``) gives the type it had
+    there, its ``remote_type``."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    name = getattr(exc, "remote_type", None) or type(exc).__name__
+    return f"{name}: {first}" if first else name
 
 
 def _encode(value: Any) -> str | None:

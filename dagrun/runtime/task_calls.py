@@ -1,5 +1,6 @@
 """How an attempt calls its task, by kind: a Python callable with the context names it
-declares and its upstream values, a sensor's pokes, a BashTask's command in a process group
+declares and its upstream values (here, or in another Python environment through
+``dagrun.runtime.virtualenvs``), a sensor's pokes, a BashTask's command in a process group
 of its own.
 
 The runner (``dagrun.runtime.runner``) finds the task and hands it here with the attempt's
@@ -23,9 +24,10 @@ from collections.abc import Callable
 from typing import Any
 
 from dagrun import processes
+from dagrun.authoring.context_names import TEMPLATES_DICT
 from dagrun.authoring.sensor_options import SensorMode
 from dagrun.authoring.tasks import BashTask, PythonTask, TaskOutput
-from dagrun.runtime import masking
+from dagrun.runtime import masking, virtualenvs
 from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import set_current
 from dagrun.runtime.rendering import render, with_params
@@ -37,7 +39,11 @@ class ConditionUnmet(Exception):
 
 
 def sense(
-    task: PythonTask, context: TaskContext, inputs: dict[str, Any], elements: dict[str, Any]
+    task: PythonTask,
+    context: TaskContext,
+    inputs: dict[str, Any],
+    elements: dict[str, Any],
+    on_process_group: Callable[[int], None] | None = None,
 ) -> Any:
     """A sensor's pokes: its callable's truthy value, once its condition holds. In
     reschedule mode one poke, raising ``ConditionUnmet`` when it does not; in poke mode one
@@ -47,7 +53,7 @@ def sense(
     assert sensor is not None  # the runner senses only a sensor's task
     deadline = time.monotonic() + sensor.timeout
     while True:
-        value = run_python(task, context, inputs, elements)
+        value = run_python(task, context, inputs, elements, on_process_group)
         if value:
             return value
         if sensor.mode == SensorMode.RESCHEDULE:
@@ -63,7 +69,10 @@ def run_python(
     context: TaskContext,
     inputs: dict[str, Any],
     elements: dict[str, Any] | None = None,
+    on_process_group: Callable[[int], None] | None = None,
 ) -> Any:
+    """Call the task's function with its arguments, upstream values and the context names
+    it declares: here, or in its Python environment when it has one."""
     context = with_params(task, context)
     set_current(context)
 
@@ -76,8 +85,20 @@ def run_python(
     wanted = _wanted_names(task, context)
     if wanted:
         names = context.names()
+        if TEMPLATES_DICT in wanted:
+            names[TEMPLATES_DICT] = render(task.templates_dict, names)
         kwargs.update((name, names[name]) for name in wanted)
-    return task.python_callable(*args, **kwargs)
+    if task.environment is None:
+        return task.python_callable(*args, **kwargs)
+    assert task.function_source is not None  # made with the environment
+    return virtualenvs.call_function(
+        task.function_source,
+        task.environment,
+        args,
+        kwargs,
+        folder=os.path.dirname(task.dag.fileloc) if task.dag.fileloc else None,
+        on_process_group=on_process_group,
+    )
 
 
 _WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKeyDictionary()
@@ -85,18 +106,22 @@ _WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKe
 
 def _wanted_names(task: PythonTask, context: TaskContext) -> tuple[str, ...]:
     """The context names to pass the callable as keywords, in order: the parameters the call
-    leaves unbound that are context names, or every name not already passed when it takes
-    ``**kwargs``. This depends only on the task (its signature and how it is called), so it
-    is worked out once per task, not per attempt; a reloaded file brings new tasks."""
+    leaves unbound that are context names (those that can cross to another interpreter,
+    for a task that runs in one) or ``templates_dict``, or every name not already passed
+    when it takes ``**kwargs`` (``templates_dict`` only when the task has one). This
+    depends only on the task (its signature and how it is called), so it is worked out
+    once per task, not per attempt; a reloaded file brings new tasks."""
     wanted = _WANTED.get(task)
     if wanted is None:
-        known = context.names()
+        known = [*task.context_names(), TEMPLATES_DICT]
         signature = inspect.signature(task.python_callable)
         bound = signature.bind_partial(*task.args, **task.kwargs, **task.mapped).arguments
         found: list[str] = []
         for name, param in signature.parameters.items():
             if param.kind == param.VAR_KEYWORD:
                 taken = {*bound, *task.kwargs, *task.mapped, *found}
+                if task.templates_dict is None:
+                    taken.add(TEMPLATES_DICT)
                 found += [k for k in known if k not in taken]
             elif name not in bound and name in known:
                 found.append(name)
