@@ -22,14 +22,16 @@ from pathlib import Path
 import pytest
 from sqlalchemy import select
 
+from dagrun.authoring.context_names import CONTEXT_NAMES
+from dagrun.authoring.context_names import PORTABLE_CONTEXT_NAMES as PORTABLE
 from dagrun.authoring.python_environments import (
     PythonEnvironment,
     external_environment,
     function_source,
 )
 from dagrun.errors import NonRetryableError, SkipTask
-from dagrun.runtime import virtualenvs
-from dagrun.runtime.runner import one_line
+from dagrun.runtime import masking, virtualenvs
+from dagrun.runtime.runner import DagCache, execute, one_line
 from dagrun.runtime.virtualenvs import (
     CallFailed,
     FunctionFailed,
@@ -40,7 +42,7 @@ from dagrun.runtime.virtualenvs import (
 )
 from dagrun.store import logfiles
 from dagrun.store.schema import task_attempt
-from tests.helpers import process_gone, run_once, wait_until, write_dag
+from tests.helpers import attempt_request, process_gone, run_once, wait_until, write_dag
 
 FORK = multiprocessing.get_context("fork")
 HERE = sys.executable
@@ -606,3 +608,71 @@ def test_a_last_good_version_sends_the_source_that_ran(tmp_path):
     path.write_text(good.replace('"good"', '"fixed"'))
     [dag] = import_file(str(path))
     assert 'return "fixed"' in dag.tasks["f"].function_source.text
+
+
+def test_templates_dict_and_context_names_as_each_kind_of_python_task_gets_them(tmp_path, venvs):
+    """In one attempt each (in-process, as a worker child runs it): ``templates_dict``
+    rendered for any Python task that declares it; a native ``**kwargs`` gets the native
+    names only, as before; a function elsewhere gets the names that can cross, and each
+    mapped instance its own element."""
+    path = write_dag(
+        tmp_path / "dags",
+        "kinds.py",
+        f"""
+        from dagrun import DAG, task
+
+        with DAG("kinds", schedule=None):
+            @task(templates_dict={{"day": "{{{{ ds }}}}", "n": 3}})
+            def native(templates_dict):
+                return templates_dict
+
+            @task
+            def everything(**kwargs):
+                return sorted(kwargs)
+
+            @task.virtualenv(
+                venv_cache_path={str(venvs)!r}, templates_dict={{"day": "{{{{ ds_nodash }}}}"}}
+            )
+            def elsewhere(x, **kwargs):
+                return [x, kwargs.pop("templates_dict"), sorted(kwargs)]
+
+            native()
+            everything()
+            elsewhere.expand(x=[1, 2])
+        """,
+    )
+
+    def value(task_id: str, **fields):
+        result = execute(attempt_request(path, task_id, None, "kinds", **fields), DagCache())
+        assert result.outcome == "success", result.error
+        return json.loads(result.return_value)
+
+    assert value("native") == {"day": "2026-01-05", "n": 3}
+    assert value("everything") == sorted(CONTEXT_NAMES)
+    assert value("elsewhere", map_index=1) == [2, {"day": "20260105"}, sorted(PORTABLE)]
+
+
+def test_secrets_the_function_prints_are_masked_in_the_log(tmp_path, monkeypatch):
+    monkeypatch.setattr(masking, "CACHE", masking.SecretCache())  # learns the one below
+    monkeypatch.setenv("DAGRUN_VAR_API_TOKEN", "tok-5ecret-value")
+    path = write_dag(
+        tmp_path / "dags",
+        "prints.py",
+        f"""
+        from dagrun import DAG, task
+
+        with DAG("prints", schedule=None):
+            @task.external_python(python={HERE!r})
+            def prints():
+                import os
+                print("the token is", os.environ["DAGRUN_VAR_API_TOKEN"])
+
+            prints()
+        """,
+    )
+    logs = tmp_path / "logs"
+    result = execute(attempt_request(path, "prints", logs, "prints"), DagCache())
+    assert result.outcome == "success", result.error
+    text = logfiles.read(result.log.path, result.log.offset, result.log.length)[0]
+    assert "the token is ***" in text
+    assert "tok-5ecret-value" not in text
