@@ -82,7 +82,7 @@ def run_python(
     args = [resolve(a) for a in task.args]
     kwargs = {k: resolve(v) for k, v in task.kwargs.items()}
     kwargs.update(elements or {})
-    wanted = _wanted_names(task, context)
+    wanted = _wanted_names(task)
     if wanted:
         names = context.names()
         if TEMPLATES_DICT in wanted:
@@ -104,7 +104,7 @@ def run_python(
 _WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKeyDictionary()
 
 
-def _wanted_names(task: PythonTask, context: TaskContext) -> tuple[str, ...]:
+def _wanted_names(task: PythonTask) -> tuple[str, ...]:
     """The context names to pass the callable as keywords, in order: the parameters the call
     leaves unbound that are context names (those that can cross to another interpreter,
     for a task that runs in one) or ``templates_dict``, or every name not already passed
