@@ -26,7 +26,7 @@ from dagrun.authoring.tasks import PythonTask
 from dagrun.errors import DagDefinitionError
 from dagrun.runtime import current
 from dagrun.runtime.rendering import render_with
-from dagrun.runtime.task_calls import run_command
+from dagrun.runtime.task_calls import run_shell
 
 
 class AirflowPythonTask(AirflowTask, PythonTask):
@@ -148,7 +148,7 @@ def _command_of(function: Callable[..., Any], shell: dict[str, Any]) -> Callable
         assert context is not None  # the runner sets it for the attempt
         env = shell.get("env")
         skip = shell.get("skip_on_exit_code", 99)
-        return run_command(
+        return run_shell(
             render_with(command, context),
             context,
             render_with({str(k): str(v) for k, v in (env or {}).items()}, context),

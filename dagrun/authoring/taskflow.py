@@ -1,5 +1,6 @@
-"""The TaskFlow API: ``@task`` and its variants ``@task.branch``, ``@task.short_circuit`` and
-``@task.sensor``.
+"""The TaskFlow API: ``@task`` and its variants ``@task.branch``, ``@task.short_circuit``,
+``@task.sensor``, and ``@task.virtualenv`` / ``@task.external_python`` (and their branch
+forms) for functions that run in another Python environment.
 
 A decorated function is a ``TaskFunction``: each call inside a DAG adds a ``PythonTask`` and
 returns its ``TaskOutput``, and ``partial``/``expand`` add a mapped one. Apart from the task
@@ -9,12 +10,15 @@ calls, with its own rules (unique ids per call, outputs as arguments).
 
 from __future__ import annotations
 
+import inspect
+import os
 from collections.abc import Callable
 from typing import Any
 
 from dagrun.authoring.dag import current_dag
 from dagrun.authoring.dependencies import DependencyMixin
 from dagrun.authoring.options import split_sensor_options
+from dagrun.authoring.python_environments import external_environment, virtualenv_environment
 from dagrun.authoring.tasks import KWARGS, PythonTask, Task, TaskOutput
 from dagrun.errors import DagDefinitionError
 
@@ -145,6 +149,59 @@ def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     return _decorator(function, {**rest, "sensor": sensor}, None)
 
 
+def _virtualenv(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.virtualenv(requirements=[...], python_version=None, system_site_packages=False,
+    pip_install_options=None, index_urls=None, venv_cache_path=None, serializer="pickle",
+    string_args=None, env_vars=None, inherit_env=True, skip_on_exit_code=None)``: the
+    function runs in a virtual environment made once for these requirements; it receives
+    its arguments and the context names it declares (plain values only), and its return
+    value comes back. Other options are the task's (``retries``, ``templates_dict`` ...)."""
+    return _elsewhere(function, options, virtualenv_environment, None)
+
+
+def _external_python(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.external_python(python="/path/to/python", serializer="pickle", ...)``: as
+    ``@task.virtualenv``, in an interpreter already installed."""
+    return _elsewhere(function, options, external_environment, None)
+
+
+def _branch_virtualenv(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.branch_virtualenv(...)``: a branch whose function runs as ``@task.virtualenv``."""
+    return _elsewhere(function, options, virtualenv_environment, "branch")
+
+
+def _branch_external_python(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.branch_external_python(python=...)``: a branch run as ``@task.external_python``."""
+    return _elsewhere(function, options, external_environment, "branch")
+
+
+def _elsewhere(
+    function: Callable[..., Any] | None,
+    options: dict[str, Any],
+    make: Callable[..., Any],
+    choice: str | None,
+) -> Any:
+    """A decorator whose tasks run their function in the environment ``make`` builds from
+    its own options (the rest are task options). Built once per decorated function, so a
+    bad option is an error of the decoration, naming the function's task id."""
+    names = set(inspect.signature(make).parameters) - {"task_id", "folder"}
+    own = {k: v for k, v in options.items() if k in names}
+    rest = {k: v for k, v in options.items() if k not in names}
+
+    def decorate(f: Callable[..., Any]) -> TaskFunction:
+        where: dict[str, Any] = {"task_id": rest.get("task_id") or getattr(f, "__name__", None)}
+        if make is virtualenv_environment:
+            code = getattr(f, "__code__", None)
+            where["folder"] = os.path.dirname(code.co_filename) if code else None
+        return TaskFunction(f, {**rest, "environment": make(**own, **where)}, choice)
+
+    return decorate(function) if function is not None else decorate
+
+
 task.branch = _branch  # type: ignore[attr-defined]
 task.short_circuit = _short_circuit  # type: ignore[attr-defined]
 task.sensor = _sensor  # type: ignore[attr-defined]
+task.virtualenv = _virtualenv  # type: ignore[attr-defined]
+task.external_python = _external_python  # type: ignore[attr-defined]
+task.branch_virtualenv = _branch_virtualenv  # type: ignore[attr-defined]
+task.branch_external_python = _branch_external_python  # type: ignore[attr-defined]

@@ -14,10 +14,20 @@ from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from dagrun.authoring import mapping, templates
-from dagrun.authoring.context_names import ALL_CONTEXT_NAMES, CONTEXT_NAMES
+from dagrun.authoring.context_names import (
+    ALL_CONTEXT_NAMES,
+    CONTEXT_NAMES,
+    PORTABLE_CONTEXT_NAMES,
+    TEMPLATES_DICT,
+)
 from dagrun.authoring.dag import check_id, current_dag
 from dagrun.authoring.dependencies import DependencyMixin
 from dagrun.authoring.options import TASK_DEFAULTS, check_options, sensor_spec
+from dagrun.authoring.python_environments import (
+    FunctionSource,
+    PythonEnvironment,
+    function_source,
+)
 from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import DagDefinitionError
 
@@ -258,7 +268,9 @@ class BashPartial:
 
 
 class PythonTask(Task):
-    """Calls a Python function, passing the context names it declares and upstream outputs."""
+    """Calls a Python function, passing the context names it declares and upstream outputs:
+    in the worker's interpreter, or in another one when ``environment`` says so (a virtual
+    environment, an external interpreter; ``dagrun.authoring.python_environments``)."""
 
     kind = "python"
 
@@ -274,15 +286,35 @@ class PythonTask(Task):
         mapped: dict[str, Any] | None = None,
         sensor: Mapping[str, Any] | None = None,
         multiple_outputs: bool = False,
+        environment: PythonEnvironment | None = None,
+        templates_dict: dict[str, Any] | None = None,
         **options: Any,
     ):
         self.python_callable = python_callable
+        #: Where the function runs when not in the worker's interpreter; None: there.
+        self.environment = environment
+        #: Templates rendered for each attempt and passed as ``templates_dict`` (Airflow's).
+        self.templates_dict = templates_dict
+        #: The function's source, sent to the other interpreter (None: runs here).
+        self.function_source: FunctionSource | None = None
         self.args = tuple(args)
         self.kwargs = dict(kwargs or {})
         self.multiple_outputs = bool(multiple_outputs)
         self.choice = choice
         self.mapped = dict(mapped or {})
+        if templates_dict is not None and not isinstance(templates_dict, dict):
+            raise DagDefinitionError(
+                f"templates_dict must be a dict, not {templates_dict!r}", task_id=task_id
+            )
+        if environment is not None and not isinstance(environment, PythonEnvironment):
+            raise DagDefinitionError(
+                f"environment must be a PythonEnvironment, not {environment!r}", task_id=task_id
+            )
         super().__init__(task_id, dag=dag, **options)
+        if environment is not None:
+            self.function_source = function_source(
+                python_callable, dag_id=self.dag.dag_id, task_id=self.task_id
+            )
         self.sensor = (
             None
             if sensor is None
@@ -294,8 +326,20 @@ class PythonTask(Task):
             if isinstance(value, TaskOutput):
                 self.add_upstream(value.task)
 
+    def templated(self) -> dict[str, Any]:
+        if self.templates_dict is None:
+            return super().templated()
+        return {**super().templated(), TEMPLATES_DICT: self.templates_dict}
+
+    def declarable_names(self) -> tuple[str, ...]:
+        """The context names its function may declare: all of them, or those whose values
+        can be passed to another interpreter when it runs in one."""
+        return PORTABLE_CONTEXT_NAMES if self.environment is not None else ALL_CONTEXT_NAMES
+
     def _check_signature(self) -> None:
-        """Every parameter not bound by the call must be a context name or have a default."""
+        """Every parameter not bound by the call must be a context name (one that can cross
+        to another interpreter, for a task that runs in one), ``templates_dict``, or have a
+        default."""
         signature = inspect.signature(self.python_callable)
         try:
             bound = signature.bind_partial(*self.args, **self.kwargs, **named(self.mapped))
@@ -306,13 +350,24 @@ class PythonTask(Task):
         for name, param in signature.parameters.items():
             if name in bound.arguments or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue
-            if name not in ALL_CONTEXT_NAMES and param.default is param.empty:
+            known = self.declarable_names()
+            if name in known or name == TEMPLATES_DICT or param.default is not param.empty:
+                continue
+            if self.environment is not None and name in ALL_CONTEXT_NAMES:
                 raise DagDefinitionError(
-                    f"asks for {name!r}, which is neither an argument nor a context name "
-                    f"({', '.join(sorted(CONTEXT_NAMES))}, or one of Airflow's)",
+                    f"asks for {name!r}, an object of the worker's process that cannot be "
+                    f"passed to another interpreter (these can: {', '.join(sorted(known))})",
                     dag_id=self.dag.dag_id,
                     task_id=self.task_id,
                 )
+            shown = ", ".join(sorted(known if self.environment else CONTEXT_NAMES))
+            more = "" if self.environment else ", or one of Airflow's"
+            raise DagDefinitionError(
+                f"asks for {name!r}, which is neither an argument nor a context name "
+                f"({shown}{more})",
+                dag_id=self.dag.dag_id,
+                task_id=self.task_id,
+            )
 
     @property
     def data_inputs(self) -> list[str]:

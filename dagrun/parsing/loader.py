@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import linecache
 import os
 import resource
 import sys
@@ -49,8 +50,14 @@ def import_file(path: str, source: str | None = None) -> list[DAG]:
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module
     if source is None:
+        linecache.cache.pop(path, None)  # a last good version's text, seeded below
         spec.loader.exec_module(module)
     else:
+        # The text run is not the file's: seeded so that tracebacks and the source of its
+        # functions (a virtualenv task's, sent to its interpreter) are the text that ran.
+        # Without a modification time, linecache keeps it until a fresh import drops it.
+        lines = source.splitlines(keepends=True)
+        linecache.cache[path] = (len(source), None, lines, path)
         exec(compile(source, path, "exec"), module.__dict__)
     return list(dags)
 

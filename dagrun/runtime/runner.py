@@ -267,9 +267,12 @@ def _run_task(
         return run_bash(task, context, on_process_group, elements)
     if isinstance(task, PythonTask):
         if task.sensor is not None:
-            value = sense(task.sensor, lambda: run_python(task, context, request.inputs, elements))
+            value = sense(
+                task.sensor,
+                lambda: run_python(task, context, request.inputs, elements, on_process_group),
+            )
         else:
-            value = run_python(task, context, request.inputs, elements)
+            value = run_python(task, context, request.inputs, elements, on_process_group)
     else:  # a kind of its own (dagrun.airflow's operators) says what running it means
         value = task.run_attempt(with_params(task, context), request.inputs, elements)
     _check_value(task, value)
@@ -327,10 +330,13 @@ def _push_each(value: Any, context: TaskContext) -> None:
 
 
 def one_line(exc: BaseException) -> str:
-    """An exception as one line: its type and the first line of its message."""
+    """An exception as one line: its type and the first line of its message. An exception
+    raised in another interpreter (``virtualenvs.FunctionFailed``) gives the type it had
+    there, its ``remote_type``."""
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
-    return f"{type(exc).__name__}: {first}" if first else type(exc).__name__
+    name = getattr(exc, "remote_type", None) or type(exc).__name__
+    return f"{name}: {first}" if first else name
 
 
 def _encode(value: Any) -> str | None:

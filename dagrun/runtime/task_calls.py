@@ -1,5 +1,6 @@
 """How an attempt calls its task, by kind: a Python callable with the context names it
-declares and its upstream values, a sensor's pokes, a BashTask's command in a process group
+declares and its upstream values (here, or in another Python environment through
+``dagrun.runtime.virtualenvs``), a sensor's pokes, a BashTask's command in a process group
 of its own.
 
 The runner (``dagrun.runtime.runner``) finds the task and hands it here with the attempt's
@@ -10,25 +11,21 @@ each kind of task means.
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import logging
 import os
-import signal
-import subprocess
-import sys
 import time
 import weakref
 from collections.abc import Callable, Collection
 from typing import Any
 
 from dagrun import processes
-from dagrun.authoring.context_names import ALL_CONTEXT_NAMES
+from dagrun.authoring.context_names import TEMPLATES_DICT
 from dagrun.authoring.params import ParamRef
 from dagrun.authoring.sensor_options import SensorMode, SensorSpec
 from dagrun.authoring.tasks import KWARGS, BashTask, PythonTask, TaskOutput, named
 from dagrun.errors import SkipTask
-from dagrun.runtime import masking
+from dagrun.runtime import commands, masking, virtualenvs
 from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import set_current
 from dagrun.runtime.rendering import render_with, with_params
@@ -62,7 +59,10 @@ def run_python(
     context: TaskContext,
     inputs: dict[str, Any],
     elements: dict[str, Any] | None = None,
+    on_process_group: Callable[[int], None] | None = None,
 ) -> Any:
+    """Call the task's function with its arguments, upstream values and the context names
+    it declares: here, or in its Python environment when it has one."""
     context = with_params(task, context)
     set_current(context)
     args = [resolve(a, inputs, context) for a in task.args]
@@ -72,8 +72,21 @@ def run_python(
     kwargs.update(elements)
     wanted = _wanted_names(task)
     if wanted:
-        kwargs.update(context.names(wanted))
-    return task.python_callable(*args, **kwargs)
+        names = context.names(wanted)
+        if TEMPLATES_DICT in wanted:
+            names[TEMPLATES_DICT] = render_with(task.templates_dict, context)
+        kwargs.update((name, names[name]) for name in wanted)
+    if task.environment is None:
+        return task.python_callable(*args, **kwargs)
+    assert task.function_source is not None  # made with the environment
+    return virtualenvs.call_function(
+        task.function_source,
+        task.environment,
+        args,
+        kwargs,
+        folder=os.path.dirname(task.dag.fileloc) if task.dag.fileloc else None,
+        on_process_group=on_process_group,
+    )
 
 
 def resolve(value: Any, inputs: dict[str, Any], context: TaskContext) -> Any:
@@ -96,20 +109,26 @@ _WANTED: weakref.WeakKeyDictionary[PythonTask, tuple[str, ...]] = weakref.WeakKe
 
 def _wanted_names(task: PythonTask) -> tuple[str, ...]:
     """The context names to pass the callable as keywords, in order: the parameters the call
-    leaves unbound that are context names, or every name of the task's ``context_names``
-    not already passed when it takes ``**kwargs``. This depends only on the task (its
-    signature and how it is called), so it is worked out once per task, not per attempt; a
-    reloaded file brings new tasks."""
+    leaves unbound that are context names (those that can cross to another interpreter,
+    for a task that runs in one) or ``templates_dict``, or every name of the task's
+    ``context_names`` it may declare and not already passed when it takes ``**kwargs``
+    (``templates_dict`` only when the task has one). This depends only on the task (its
+    signature and how it is called), so it is worked out once per task, not per attempt;
+    a reloaded file brings new tasks."""
     wanted = _WANTED.get(task)
     if wanted is None:
+        known = {*task.declarable_names(), TEMPLATES_DICT}
         signature = inspect.signature(task.python_callable)
         bound = signature.bind_partial(*task.args, **task.kwargs, **named(task.mapped)).arguments
         found: list[str] = []
         for name, param in signature.parameters.items():
             if param.kind == param.VAR_KEYWORD:
                 taken = {*bound, *task.kwargs, *named(task.mapped), *found}
-                found += [k for k in task.context_names if k not in taken]
-            elif name not in bound and name in ALL_CONTEXT_NAMES:
+                if task.templates_dict is None:
+                    taken.add(TEMPLATES_DICT)
+                offered = [*task.context_names, TEMPLATES_DICT]
+                found += [k for k in offered if k in known and k not in taken]
+            elif name not in bound and name in known:
                 found.append(name)
         wanted = _WANTED[task] = tuple(found)
     return wanted
@@ -159,7 +178,7 @@ def run_bash(
     context = with_params(task, context)
     elements = elements or {}
     extra = {**task.env, **{str(k): str(v) for k, v in elements.get("env", {}).items()}}
-    return run_command(
+    return run_shell(
         render_with(str(elements.get("command", task.command)), context),
         context,
         render_with(extra, context),
@@ -171,7 +190,7 @@ def run_bash(
     )
 
 
-def run_command(
+def run_shell(
     command: str,
     context: TaskContext,
     env: dict[str, str],
@@ -182,33 +201,18 @@ def run_command(
     last_line_encoding: str | None = None,
     on_process_group: Callable[[int], None] | None = None,
 ) -> str | None:
-    """Run a shell command in a session of its own (reported, so that a cancel or a time
-    limit kills it with the attempt): an exit code in ``skip_on_exit_code`` skips the task,
-    another that is not 0 fails it. Returns its last line of output, decoded, when
-    ``last_line_encoding`` is given; else None."""
+    """Run a shell command for a task (``commands.run_command``): an exit code in
+    ``skip_on_exit_code`` skips the task, another that is not 0 fails it. Returns its last
+    line of output, decoded, when ``last_line_encoding`` is given; else None."""
     logging.getLogger("dagrun.task").info("running: %s", command)
-    sys.stdout.flush()
-    sys.stderr.flush()
-    masker = masking.active()
     tail = masking.Tail() if last_line_encoding else None
-    process = subprocess.Popen(
+    code = commands.run_command(
         ["bash", "-c", command],
         env=bash_environment(context, env, inherit_env),
         cwd=cwd,
-        preexec_fn=processes.own_session,
-        **masking.piped(masker if tail is None else masker or masking.Masker()),
+        on_process_group=on_process_group,
+        tail=tail,
     )
-    (on_process_group or processes.report_group)(process.pid)
-    try:
-        if masker or tail:
-            masking.pump(process, masker or masking.Masker(), tail=tail)
-        code = process.wait()
-    finally:
-        if process.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.killpg(process.pid, signal.SIGKILL)
-        if process.stdout is not None:
-            process.stdout.close()
     if code in skip_on_exit_code:
         raise SkipTask(f"command exited with {code} (skip_on_exit_code)")
     if code != 0:
