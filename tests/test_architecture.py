@@ -63,7 +63,13 @@ def test_no_module_is_longer_than_a_few_hundred_lines():
 #: The import paths the README, DESIGN and the example DAGs tell users to write.
 DOCUMENTED = {
     "dagrun": list(dagrun.__all__),
-    "dagrun.sensors": ["ExternalTaskSensor", "FileSensor", "TimeDeltaSensor"],
+    "dagrun.sensors": [
+        "ExternalTaskMarker",
+        "ExternalTaskSensor",
+        "FileSensor",
+        "PokeReturnValue",
+        "TimeDeltaSensor",
+    ],
     "dagrun.sample_data": ["customers", "raw_sales"],
     "dagrun.store": ["Store"],
     "dagrun.webapp": ["WebApp", "make_web_server"],

@@ -47,12 +47,15 @@ _DURATION_OPTIONS = ("retry_delay", "max_retry_delay", "execution_timeout")
 
 #: A sensor's options (``@task.sensor`` and the built-ins of ``dagrun.runtime.sensors``), with their
 #: defaults: seconds between pokes, seconds from the first poke until it gives up, how it
-#: waits, and whether giving up skips it instead of failing it.
+#: waits, whether giving up skips it instead of failing it, whether the waits between pokes
+#: grow, and the longest wait they grow to.
 SENSOR_DEFAULTS: dict[str, Any] = {
     "poke_interval": 60.0,
     "timeout": 3600.0,
     "mode": SensorMode.RESCHEDULE.value,
     "soft_fail": False,
+    "exponential_backoff": False,
+    "max_wait": None,
 }
 
 
@@ -134,10 +137,12 @@ def split_sensor_options(options: Mapping[str, Any]) -> tuple[dict[str, Any], di
 
 def sensor_spec(options: Mapping[str, Any], *, dag_id: str, task_id: str) -> SensorSpec:
     """A sensor's options checked (an error naming the task) and completed with defaults;
-    durations are seconds, a timedelta or text such as "5m"."""
+    durations (``poke_interval``, ``timeout``, ``max_wait`` unless None) are seconds, a
+    timedelta or text such as "5m"."""
     given = {**SENSOR_DEFAULTS, **options}
     seconds = {}
-    for name in ("poke_interval", "timeout"):
+    durations = ("poke_interval", "timeout", *(("max_wait",) if given["max_wait"] else ()))
+    for name in durations:
         try:
             seconds[name] = parse_duration(given[name]).total_seconds()
         except Exception as exc:
@@ -153,10 +158,18 @@ def sensor_spec(options: Mapping[str, Any], *, dag_id: str, task_id: str) -> Sen
         raise DagDefinitionError(
             f"mode must be {modes}, not {given['mode']!r}", dag_id=dag_id, task_id=task_id
         ) from None
-    if not isinstance(given["soft_fail"], bool):
-        raise DagDefinitionError(
-            f"soft_fail must be True or False, not {given['soft_fail']!r}",
-            dag_id=dag_id,
-            task_id=task_id,
-        )
-    return SensorSpec(seconds["poke_interval"], seconds["timeout"], mode.value, given["soft_fail"])
+    for name in ("soft_fail", "exponential_backoff"):
+        if not isinstance(given[name], bool):
+            raise DagDefinitionError(
+                f"{name} must be True or False, not {given[name]!r}",
+                dag_id=dag_id,
+                task_id=task_id,
+            )
+    return SensorSpec(
+        seconds["poke_interval"],
+        seconds["timeout"],
+        mode.value,
+        given["soft_fail"],
+        given["exponential_backoff"],
+        seconds.get("max_wait"),
+    )

@@ -25,6 +25,7 @@ from dagrun.cli.app import (
 )
 from dagrun.errors import UsageError
 from dagrun.parsing.spec import DagSpec
+from dagrun.runtime import markers
 from dagrun.runtime.backfill import (
     RUNNING_ACTIONS,
     Action,
@@ -424,14 +425,22 @@ def clear(
     if not selection:
         click.echo("nothing to clear")
         return
+    with app.store.read() as conn:  # what external task markers among them point at
+        followed = markers.follow(conn, spec, selection, failed_only=failed_only)
+    also = "".join(f", {f.count} of {f.spec.dag_id} (marked)" for f in followed)
     if not yes:
         click.confirm(
-            f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}?", abort=True
+            f"clear {count} task instance(s) in {len(selection)} run(s) of {dag_id}{also}?",
+            abort=True,
         )
     with app.store.write() as conn:
         now = app.store.now(conn)
-        runs.lock_dag(conn, dag_id)
+        for locked in sorted({dag_id, *(f.spec.dag_id for f in followed)}):
+            runs.lock_dag(conn, locked)
         operator_actions.clear_runs(conn, spec, selection, now, map_index)
+        for f in followed:
+            operator_actions.clear_runs(conn, f.spec, f.selection, now)
+            audit.record(app.store, conn, "clear", f.spec.dag_id, marked_by=dag_id, tasks=f.count)
         audit.record(
             app.store,
             conn,
@@ -447,7 +456,7 @@ def clear(
         )
     run_ids = [r.run_id for r in chosen_runs if r.id in selection]
     click.echo(
-        f"cleared {count} task instance(s) in {len(selection)} run(s); "
+        f"cleared {count} task instance(s) in {len(selection)} run(s){also}; "
         + _who_reruns(spec, run_ids)
     )
 

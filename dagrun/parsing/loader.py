@@ -143,6 +143,7 @@ def _task_spec(task) -> TaskSpec:
         mapped=tuple(_map_source(n, v) for n, v in getattr(task, "mapped", {}).items()),
         outlets=tuple(o["outlets"] or ()),
         sensor=getattr(task, "sensor", None),
+        marker=getattr(task, "marker", None),
     )
 
 

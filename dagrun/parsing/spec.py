@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import networkx as nx
 
-from dagrun.authoring.sensor_options import SensorSpec
+from dagrun.authoring.sensor_options import ExternalMarker, SensorSpec
 from dagrun.states import TriggerRule
 from dagrun.timing.timetable import DataInterval, Expansion, Timetable, make_timetable
 
@@ -51,6 +51,8 @@ class TaskSpec:
     outlets: tuple[str, ...] = ()
     #: A sensor's options (``@task.sensor``, ``dagrun.runtime.sensors``); None for other tasks.
     sensor: SensorSpec | None = None
+    #: What an external task marker points at (clearing it follows there); None otherwise.
+    marker: ExternalMarker | None = None
 
     @property
     def max_tries(self) -> int:
@@ -211,6 +213,7 @@ class DagSpec:
                     "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
                     "outlets": tuple(t.get("outlets", ())),
                     "sensor": SensorSpec(*t["sensor"]) if t.get("sensor") else None,
+                    "marker": ExternalMarker(*t["marker"]) if t.get("marker") else None,
                 }
             )
             for t in data.pop("tasks")

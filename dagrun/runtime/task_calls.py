@@ -22,7 +22,7 @@ from typing import Any
 from dagrun import processes
 from dagrun.authoring.context_names import TEMPLATES_DICT
 from dagrun.authoring.params import ParamRef
-from dagrun.authoring.sensor_options import SensorMode, SensorSpec
+from dagrun.authoring.sensor_options import PokeReturnValue, SensorMode, SensorSpec
 from dagrun.authoring.tasks import KWARGS, BashTask, PythonTask, TaskOutput, named
 from dagrun.errors import SkipTask
 from dagrun.runtime import commands, masking, virtualenvs
@@ -37,21 +37,32 @@ class ConditionUnmet(Exception):
 
 
 def sense(sensor: SensorSpec, poke: Callable[[], Any]) -> Any:
-    """A sensor's pokes: ``poke``'s truthy value, once its condition holds. In reschedule
-    mode one poke, raising ``ConditionUnmet`` when it does not; in poke mode one every
-    ``poke_interval`` while the attempt keeps its slot, until the timeout has passed since
-    the first (then ``ConditionUnmet`` too, and the store ends the sensor)."""
-    deadline = time.monotonic() + sensor.timeout
+    """A sensor's pokes: the task's value once its condition holds, which is ``poke``'s
+    truthy value, or the ``xcom_value`` of a done ``PokeReturnValue`` (falsy or not). In
+    reschedule mode one poke, raising ``ConditionUnmet`` when it does not; in poke mode one
+    after each wait (``SensorSpec.wait_after``) while the attempt keeps its slot, until the
+    timeout has passed since the first (then ``ConditionUnmet`` too, and the store ends the
+    sensor)."""
+    started = time.monotonic()
+    deadline = started + sensor.timeout
+    pokes = 0
     while True:
         value = poke()
-        if value:
+        pokes += 1
+        if isinstance(value, PokeReturnValue):
+            if value.is_done:
+                return value.xcom_value
+        elif value:
             return value
         if sensor.mode == SensorMode.RESCHEDULE:
-            raise ConditionUnmet(f"condition unmet; next poke in {sensor.poke_interval:.10g} s")
+            fixed = f"in {sensor.poke_interval:.10g} s"
+            when = "after a growing wait" if sensor.exponential_backoff else fixed
+            raise ConditionUnmet(f"condition unmet; next poke {when}")
         left = deadline - time.monotonic()
         if left <= 0:
             raise ConditionUnmet(f"condition unmet after {sensor.timeout:.10g} s of pokes")
-        time.sleep(min(sensor.poke_interval, left))
+        wait = sensor.wait_after(time.monotonic() - started, str(started), pokes)
+        time.sleep(min(wait, left))
 
 
 def run_python(

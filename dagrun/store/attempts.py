@@ -411,15 +411,17 @@ def _reschedule(
     conn: Connection, owner: str, pokes: list[Outcome], spec_for: SpecLookup, now: datetime
 ) -> dict[int, TaskState | None]:
     """One batched guarded update for the pokes that found their condition unmet: each
-    sensor waits ``poke_interval`` in up_for_reschedule, holding nothing, its try given
-    back; the rows it missed lost their lease."""
+    sensor waits in up_for_reschedule (``SensorSpec.wait_after``), holding nothing, its try
+    given back; the rows it missed lost their lease."""
     if not pokes:
         return {}
     rows = []
     for o in pokes:
         sensor = spec_for(o.dag_id).task_map[o.task_id].sensor
         assert sensor is not None  # only a sensor's poke is rescheduled
-        interval = sensor.poke_interval
+        first = o.first_poke_at or now  # the jitter of a growing wait is fixed by it
+        key = f"{o.dag_id}#{o.task_id}#{o.map_index}#{first.isoformat()}"
+        interval = sensor.wait_after((now - first).total_seconds(), key)
         rows.append(
             {
                 "b_ti_id": o.ti_id,
@@ -428,7 +430,7 @@ def _reschedule(
                 "b_now": now,
                 "b_duration": o.duration,
                 "b_poke_at": now + timedelta(seconds=interval),
-                "b_first_poke": o.first_poke_at or now,
+                "b_first_poke": first,
             }
         )
     done = sql.execute_many(conn, q.RESCHEDULE_POKE, rows)

@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import json
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, fields
 from datetime import datetime
-from functools import reduce
 
 from sqlalchemy import BindParameter, Connection, Select, func, literal_column, select, union_all
 
@@ -218,20 +217,25 @@ def previous_success(conn: Connection, dag_id: str, logical_date: datetime) -> R
     return RunRow(*found[0]) if found else None
 
 
-def external_state(
-    conn: Connection, dag_id: str, logical_date: datetime, task_id: str | None = None
-) -> str | None:
-    """The state of a DAG's run at a logical date (the newest, when manual runs share the
-    date), or of one task in it (a mapped task's instances as one state); None while there
-    is none. What an ExternalTaskSensor waits on."""
+def external_states(
+    conn: Connection, dag_id: str, logical_date: datetime, task_ids: Collection[str] | None = None
+) -> dict[str, str] | None:
+    """What an ExternalTaskSensor watches in a DAG's run at a logical date (the newest, when
+    manual runs share the date): the state of each of ``task_ids`` that has instances (a
+    mapped task's as one state), or with no ``task_ids`` the run's own state, under the
+    DAG's id. None while there is no such run."""
     at = {"b_dag_id": dag_id, "b_logical_date": logical_date}
     run_pk = sql.scalar(conn, _NEWEST_RUN_AT, at)
     if run_pk is None:
         return None
-    if task_id is None:
-        return sql.scalar(conn, _RUN_STATE, {"b_run_pk": run_pk})
-    states = sql.scalars(conn, _TASK_STATES, {"b_run_pk": run_pk, "b_task_id": task_id})
-    return reduce(merged, map(TaskState, states)).value if states else None
+    if task_ids is None:
+        return {dag_id: sql.scalar(conn, _RUN_STATE, {"b_run_pk": run_pk})}
+    found: dict[str, TaskState] = {}
+    params = {"b_run_pk": run_pk, "b_task_ids": sorted(task_ids)}
+    for task_id, state in sql.tuples(conn, _TASK_STATES, params):
+        known = found.get(task_id)
+        found[task_id] = TaskState(state) if known is None else merged(known, TaskState(state))
+    return {task_id: state.value for task_id, state in found.items()}
 
 
 _NEWEST_RUN_AT = Statement(
@@ -245,8 +249,10 @@ _RUN_STATE = Statement(
     "The state of one run.", select(dag_run.c.state).where(dag_run.c.id == _b("run_pk"))
 )
 _TASK_STATES = Statement(
-    "The states of one task's instances in a run (a mapped task has one per index).",
-    select(ti.c.state).where(ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id")),
+    "The states of some tasks' instances in a run (a mapped task has one per index).",
+    select(ti.c.task_id, ti.c.state).where(
+        ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids"))
+    ),
 )
 
 
