@@ -121,7 +121,7 @@ def _sensor(python_callable: Callable[..., Any] | None = None, **options: Any) -
 
     def make(function: Callable[..., Any]) -> TaskFunction:
         return TaskFunction(
-            unwrapped(function), {**rest, "sensor": sensor}, None, AirflowPythonTask
+            unwrapped(function, options), {**rest, "sensor": sensor}, None, AirflowPythonTask
         )
 
     return make if python_callable is None else make(python_callable)

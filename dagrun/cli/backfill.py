@@ -406,7 +406,8 @@ def clear(
     map_index: int | None,
     yes: bool,
 ) -> None:
-    """Reset task instances so they run again."""
+    """Reset task instances so they run again, and those external task markers among them
+    point at."""
     spec = app.spec(dag_id)
     first, last = cli_range(spec, start, end)
     chosen = _matching_tasks(spec, pattern, downstream)
@@ -438,9 +439,6 @@ def clear(
         for locked in sorted({dag_id, *(f.spec.dag_id for f in followed)}):
             runs.lock_dag(conn, locked)
         operator_actions.clear_runs(conn, spec, selection, now, map_index)
-        for f in followed:
-            operator_actions.clear_runs(conn, f.spec, f.selection, now)
-            audit.record(app.store, conn, "clear", f.spec.dag_id, marked_by=dag_id, tasks=f.count)
         audit.record(
             app.store,
             conn,
@@ -454,6 +452,9 @@ def clear(
             map_index=map_index,
             tasks=count,
         )
+        for f in followed:
+            operator_actions.clear_runs(conn, f.spec, f.selection, now)
+            audit.record(app.store, conn, "clear", f.spec.dag_id, marked_by=dag_id, tasks=f.count)
     run_ids = [r.run_id for r in chosen_runs if r.id in selection]
     click.echo(
         f"cleared {count} task instance(s) in {len(selection)} run(s){also}; "

@@ -37,12 +37,11 @@ HOMES: dict[str, str] = {
             "TimeSensor",
             "TimeDeltaSensor",
             "DayOfWeekSensor",
-            "ExternalTaskSensor",
-            "ExternalTaskMarker",
             "WeekDay",
         ],
         "sensors",
     ),
+    **dict.fromkeys(["ExternalTaskSensor", "ExternalTaskMarker"], "external_task"),
     **dict.fromkeys(["task", "task_group", "setup", "teardown"], "decorators"),
     **dict.fromkeys(
         ["chain", "chain_linear", "cross_downstream", "Label", "EdgeModifier", "TaskGroup"],
