@@ -12,11 +12,18 @@ import pytest
 from sqlalchemy import select
 
 from dagrun import DAG, BashTask, task
-from dagrun.authoring.sensor_options import SensorSpec
+from dagrun.authoring.sensor_options import ExternalMarker, PokeReturnValue, SensorSpec
 from dagrun.errors import DagDefinitionError
 from dagrun.parsing.loader import build_spec, load_file
 from dagrun.parsing.spec import DagSpec
-from dagrun.runtime.sensors import ExternalTaskSensor, FileSensor, TimeDeltaSensor
+from dagrun.runtime.sensors import (
+    ExternalTaskMarker,
+    ExternalTaskSensor,
+    FileSensor,
+    TimeDeltaSensor,
+    file_found,
+)
+from dagrun.runtime.task_calls import ConditionUnmet, sense
 from dagrun.states import AttemptOutcome, TaskState
 from dagrun.store import Store, attempts, operator_actions, pools, registry, run_reads, upkeep
 from dagrun.store.schema import task_attempt, task_instance
@@ -31,8 +38,11 @@ def s(seconds: float) -> timedelta:
     return timedelta(seconds=seconds)
 
 
-def watch_spec(*, mode: str = "reschedule", soft_fail: bool = False, retries: int = 0) -> DagSpec:
-    """landed (a sensor: 5 s between pokes, 60 s timeout, callbacks) >> load, daily."""
+def watch_spec(
+    *, mode: str = "reschedule", soft_fail: bool = False, retries: int = 0, **more
+) -> DagSpec:
+    """landed (a sensor: 5 s between pokes, 60 s timeout, callbacks, ``more`` sensor
+    options) >> load, daily."""
     with DAG(
         "watch",
         schedule="@daily",
@@ -47,6 +57,7 @@ def watch_spec(*, mode: str = "reschedule", soft_fail: bool = False, retries: in
             soft_fail=soft_fail,
             on_failure_callback=print,
             on_success_callback=print,
+            **more,
         )
         def landed():
             return False
@@ -118,6 +129,21 @@ def test_a_poke_is_queued_again_when_due_with_its_try_number_and_first_poke(stor
     assert (row.first_poke_at, row.next_try_at) == (T, T + s(13))
     history = [(a.try_number, a.fence_token, a.outcome) for a in attempt_rows(store, first.ti_id)]
     assert history == [(1, 1, RESCHEDULED), (1, 2, RESCHEDULED)]
+
+
+def test_growing_waits_count_from_the_first_poke(store: Store):
+    spec = watch_spec(exponential_backoff=True, max_wait=30)
+    sensor = spec.task_map["landed"].sensor
+    pk, _ = first_poke(store, spec)
+    key = f"watch#landed#-1#{T.isoformat()}"
+    first_wait = sensor.wait_after(1.0, key)
+    assert 2 <= first_wait < 4, "Airflow's first wait: int(interval / 2), jittered below twice"
+    row = ti_row(store, pk, "landed")
+    assert row.next_try_at == T + s(1 + first_wait)
+    requeue(store, row.next_try_at)
+    (again,), _ = claim(store, now=T + s(40))
+    finish(store, spec, outcome(again, RESCHEDULED), T + s(41))
+    assert ti_row(store, pk, "landed").next_try_at == T + s(41 + sensor.wait_after(41.0, key))
 
 
 def test_the_sweep_queues_due_pokes(store: Store):
@@ -268,6 +294,8 @@ def test_clearing_a_sensor_restarts_its_timeout_and_a_cancel_skips_it(store: Sto
         ({"timeout": True}, "timeout: invalid duration 'True'"),
         ({"mode": "wait"}, "mode must be 'reschedule' or 'poke', not 'wait'"),
         ({"soft_fail": "yes"}, "soft_fail must be True or False, not 'yes'"),
+        ({"exponential_backoff": 1}, "exponential_backoff must be True or False, not 1"),
+        ({"max_wait": -5}, "max_wait: invalid duration '-5'"),
     ],
 )
 def test_bad_sensor_options_name_the_task(options, message):
@@ -316,6 +344,50 @@ def test_bad_sensor_options_are_import_errors(dags_dir: Path):
         ),
         (lambda: TimeDeltaSensor("t", delta="later"), "delta: invalid duration 'later'"),
         (lambda: FileSensor("f", filepath="/x", retries=-1), "retries must be a whole number"),
+        (
+            lambda: ExternalTaskSensor(
+                "e", external_dag_id="a", external_task_id="x", external_task_ids=["y"]
+            ),
+            "give external_task_id or external_task_ids, not both",
+        ),
+        (
+            lambda: ExternalTaskSensor("e", external_dag_id="a", external_task_ids=["x", "x"]),
+            "external_task_ids repeats a task id",
+        ),
+        (
+            lambda: ExternalTaskSensor(
+                "e", external_dag_id="a", external_task_id="x", external_task_group_id="g"
+            ),
+            "give external task ids or an external task group id, not both",
+        ),
+        (
+            lambda: ExternalTaskSensor(
+                "e", external_dag_id="a", allowed_states=["upstream_failed"]
+            ),
+            "'upstream_failed' is not a DAG run's state",
+        ),
+        (
+            lambda: ExternalTaskSensor(
+                "e", external_dag_id="a", external_task_id="x", skipped_states=["failed"]
+            ),
+            "a state is in more than one of",
+        ),
+        (
+            lambda: ExternalTaskSensor("e", external_dag_id="a", execution_delta="yesterday"),
+            "execution_delta: invalid duration 'yesterday'",
+        ),
+        (
+            lambda: ExternalTaskMarker(
+                "m", external_dag_id="a", external_task_id="x", recursion_depth=0
+            ),
+            "recursion_depth must be a whole number > 0, not 0",
+        ),
+        (
+            lambda: ExternalTaskMarker(
+                "m", external_dag_id="a", external_task_id="x", logical_date="{{ dss }}"
+            ),
+            "template in logical_date",
+        ),
     ],
 )
 def test_bad_built_in_sensors_are_refused_at_parse_time(make, message):
@@ -340,6 +412,8 @@ def test_sensor_options_are_kept_in_the_spec_and_its_json():
 
         bare() >> tuned() >> plain()
         FileSensor("file", filepath="/in/{{ ds }}", retries=2, timeout=90)
+        FileSensor("grows", filepath="/in", exponential_backoff=True, max_wait="10m")
+        ExternalTaskMarker("mark", external_dag_id="other", external_task_id="wait")
     spec = build_spec(dag, "/d/kept.py")
     found = {t.task_id: t.sensor for t in spec.tasks}
     assert found == {
@@ -347,13 +421,76 @@ def test_sensor_options_are_kept_in_the_spec_and_its_json():
         "tuned": SensorSpec(300.0, 7200.0, "poke", True),
         "plain": None,
         "file": SensorSpec(60.0, 90.0, "reschedule", False),
+        "grows": SensorSpec(60.0, 3600.0, "reschedule", False, True, 600.0),
+        "mark": None,
     }
     assert spec.task_map["file"].retries == 2
+    assert spec.task_map["mark"].marker == ExternalMarker(
+        "other", "wait", "{{ logical_date.isoformat() }}", 10
+    )
+    assert spec.task_map["mark"].kind == "external_task_marker"
     assert DagSpec.from_json(spec.to_json()) == spec
     old = json.loads(spec.to_json())
     for t in old["tasks"]:
+        del t["marker"]  # a spec stored before markers existed
+        t["sensor"] = t["sensor"] and t["sensor"][:4]  # and before growing waits
+    before = DagSpec.from_json(json.dumps(old)).task_map
+    assert before["mark"].marker is None
+    assert before["grows"].sensor == SensorSpec(60.0, 3600.0, "reschedule", False)
+    for t in old["tasks"]:
         del t["sensor"]  # a spec stored before sensors existed
     assert all(t.sensor is None for t in DagSpec.from_json(json.dumps(old)).tasks)
+
+
+def test_growing_waits_are_airflows_exponential_backoff():
+    fixed = SensorSpec(10.0, 3600.0, "reschedule", False)
+    assert fixed.wait_after(500.0, "k") == 10.0, "no backoff: the poke interval"
+    grows = fixed._replace(exponential_backoff=True)
+    for n in range(1, 8):  # the n-th wait is in [interval * 2 ** (n - 2), twice that)
+        wait = grows.wait_after(0.0, "k", poke=n)
+        assert max(int(10 * 2 ** (n - 2)), 1) <= wait < 2 * max(int(10 * 2 ** (n - 2)), 1)
+        assert wait == grows.wait_after(0.0, "k", poke=n), "its jitter fixed by the key"
+    waits = {grows.wait_after(0.0, f"key {i}", poke=6) for i in range(20)}
+    assert len(waits) > 1, "different sensors spread out"
+    assert grows._replace(max_wait=25.0).wait_after(0.0, "k", poke=7) == 25.0
+    assert grows.wait_after(3590.5, "k", poke=9) == 10.0, "never past the timeout"
+    total, waited = 0.0, []  # rescheduled: the count is read from the time since the first
+    for _ in range(5):
+        waited.append(grows.wait_after(total, "k"))
+        total += waited[-1]
+    assert waited == [grows.wait_after(0.0, "k", poke=n) for n in range(1, 6)]
+
+
+def test_a_done_poke_return_value_is_the_value_even_when_falsy():
+    answers = iter([PokeReturnValue(False, "ignored"), 0, PokeReturnValue(True, 0)])
+    poke = SensorSpec(0.01, 5.0, "poke", False)
+    assert sense(poke, lambda: next(answers)) == 0
+    assert sense(poke, lambda: PokeReturnValue(True)) is None
+    assert sense(poke, lambda: {"found": 1}) == {"found": 1}, "a truthy value is the value"
+    with pytest.raises(ConditionUnmet, match="next poke in 60 s"):
+        sense(poke._replace(mode="reschedule", poke_interval=60.0), lambda: PokeReturnValue(False))
+    with pytest.raises(ConditionUnmet, match=r"after 0\.05 s of pokes"):
+        sense(poke._replace(timeout=0.05), lambda: PokeReturnValue(False))
+
+
+def test_file_sensor_patterns(tmp_path: Path):
+    (tmp_path / "in" / "a" / "b").mkdir(parents=True)
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "in" / "a" / "b" / "x.csv").write_text("1")
+    (tmp_path / "in" / "top.csv").write_text("1")
+    found = {
+        "/in/top.csv": True,
+        "/in/*.csv": True,
+        "/in/*.txt": False,
+        "/in/**/x.csv": False,
+        "/empty": True,
+        "/nowhere": False,
+    }
+    for pattern, expected in found.items():
+        assert file_found(str(tmp_path) + pattern) is expected, pattern
+    assert file_found(f"{tmp_path}/in/**/x.csv", recursive=True)
+    assert not file_found(f"{tmp_path}/empty", folder_needs_file=True)
+    assert file_found(f"{tmp_path}/in", folder_needs_file=True), "a file somewhere under it"
 
 
 # ---------------------------------------------------------------- in worker children
@@ -498,3 +635,68 @@ def test_an_external_task_sensor_follows_the_other_dags_run(
             "NonRetryableError: task 'load' of DAG 'upstream' at 2026-01-01T00:00:00+00:00 "
             "is failed"
         )
+
+
+NATIVE_OPTIONS = """
+from dagrun import DAG, BashTask, TaskGroup, task
+from dagrun.sensors import ExternalTaskSensor
+
+with DAG("upstream", schedule="@daily", start_date="2026-01-01"):
+    @task
+    def load():
+        return 1
+
+    load()
+    with TaskGroup("grp"):
+        BashTask("a", command="true") >> BashTask("b", command="true")
+    BashTask("skipped", command="exit 99", skip_on_exit_code=99)
+
+with DAG("downstream", schedule="@daily", start_date="2026-01-01"):
+    fast = {"poke_interval": 0.1, "timeout": 30}
+    up = {"external_dag_id": "upstream"}
+    ExternalTaskSensor("tasks", external_task_ids=["load", "grp.a"], **up, **fast)
+    ExternalTaskSensor("group", external_task_group_id="grp", **up, **fast)
+    ExternalTaskSensor(
+        "skip", external_task_id="skipped", skipped_states=["skipped"], **up, **fast
+    )
+    ExternalTaskSensor(
+        "allowed", external_task_id="skipped", allowed_states=["skipped"], **up, **fast
+    )
+    ExternalTaskSensor(
+        "yesterday",
+        external_task_id="load",
+        execution_delta="1d",
+        timeout=0.3,
+        poke_interval=0.1,
+        soft_fail=True,
+        **up,
+    )
+    ExternalTaskSensor(
+        "unknown", external_task_group_id="nope", check_existence=True, retries=2, **up
+    )
+"""
+
+
+@pytest.mark.slow
+def test_an_external_task_sensor_watches_tasks_groups_and_chosen_states(
+    store: Store, dags_dir: Path
+):
+    write_dag(dags_dir, "options.py", NATIVE_OPTIONS)
+    first, _ = run_once(store, dags_dir, "upstream", run_id="up")
+    assert first.state == "success"
+    run, tasks = run_once(store, dags_dir, "downstream", run_id="down")
+    assert {t: row.state for t, row in tasks.items()} == {
+        "tasks": "success",
+        "group": "success",
+        "skip": "skipped",
+        "allowed": "success",
+        "yesterday": "skipped",
+        "unknown": "failed",
+    }
+    found = outcomes(store, run.id)
+    assert found["yesterday"][-1] == (1, "timed_out"), "no run the day before: it waits"
+    assert found["unknown"] == [(1, "non_retryable")]
+    assert tasks["unknown"].last_error == (
+        "NonRetryableError: the external task group 'nope' of DAG 'upstream' does not exist"
+    )
+    assert tasks["skip"].last_error.startswith("SkipTask: task 'skipped' of DAG 'upstream'")
