@@ -73,10 +73,14 @@ def split_uri(uri: str, source: str):
     return parts
 
 
+#: The SMTP server's password (``dagrun.runtime.smtp``): a secret wherever it shows.
+SMTP_PASSWORD = "DAGRUN_SMTP_PASSWORD"
+
+
 def environment_secrets() -> set[str]:
     """The secrets the environment holds: sensitive variables' values, connection URIs'
-    passwords."""
-    found: set[str] = set()
+    passwords, the SMTP password."""
+    found: set[str] = {os.environ[SMTP_PASSWORD]} if os.environ.get(SMTP_PASSWORD) else set()
     for name, value in os.environ.items():
         if name.startswith(VARIABLE_PREFIX):
             if is_sensitive(name.removeprefix(VARIABLE_PREFIX)):
