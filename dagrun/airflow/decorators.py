@@ -21,6 +21,7 @@ from dagrun.airflow.structure import TaskGroup
 from dagrun.authoring import groups
 from dagrun.authoring.dag import DAG, current_dag
 from dagrun.authoring.options import split_sensor_options
+from dagrun.authoring.python_environments import PythonEnvironment
 from dagrun.authoring.taskflow import TaskFunction
 from dagrun.authoring.tasks import PythonTask
 from dagrun.errors import DagDefinitionError
@@ -46,6 +47,8 @@ class AirflowPythonTask(AirflowTask, PythonTask):
         multiple_outputs: bool | None = None,
         task_group: groups.TaskGroup | None = None,
         ignore_downstream_trigger_rules: bool = True,
+        environment: PythonEnvironment | None = None,
+        templates_dict: dict[str, Any] | None = None,
         **arguments: Any,
     ):
         dag = dag or current_dag()
@@ -70,6 +73,8 @@ class AirflowPythonTask(AirflowTask, PythonTask):
                 mapped=mapped,
                 sensor=sensor,
                 multiple_outputs=multiple_outputs,
+                environment=environment,
+                templates_dict=templates_dict,
                 **natives,
             )
         for name, value in attributes.items():

@@ -131,6 +131,13 @@ class AirflowTask:
         ``user_defined_macros``."""
         return (*ALL_CONTEXT_NAMES, *getattr(self.dag, "user_defined_macros", {}))
 
+    def template_environment(self) -> Any:
+        """The DAG's environment: its filters are known (``user_defined_filters``)."""
+        return templating.environment(self.dag)
+
+    def template_globals(self) -> dict[str, Any]:
+        return dict(getattr(self.dag, "user_defined_macros", {}))
+
 
 def airflow_options(
     task_id: str, dag: DAG, arguments: Mapping[str, Any]

@@ -10,6 +10,7 @@ downstream holds a ``DAG``. The tasks are in ``dagrun.authoring.tasks``, ``@task
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 from collections.abc import Callable, Iterable, Mapping
@@ -196,10 +197,15 @@ def first_free(base: str, taken: Callable[[str], bool]) -> str:
     return f"{base}__{n}"
 
 
+#: dagrun's own source files start with this: the user code that made a DAG is the first
+#: frame outside them (a DAG made through ``dagrun.airflow`` passes through two of them).
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
 def _definition_site() -> tuple[str | None, int | None]:
     """The file and line of the user code that constructed the DAG (for error messages)."""
     frame: FrameType | None = sys._getframe(1)
-    while frame is not None and frame.f_code.co_filename == __file__:
+    while frame is not None and frame.f_code.co_filename.startswith(_PACKAGE):
         frame = frame.f_back
     if frame is None:
         return None, None

@@ -156,30 +156,31 @@ def _virtualenv(function: Callable[..., Any] | None = None, **options: Any) -> A
     function runs in a virtual environment made once for these requirements; it receives
     its arguments and the context names it declares (plain values only), and its return
     value comes back. Other options are the task's (``retries``, ``templates_dict`` ...)."""
-    return _elsewhere(function, options, virtualenv_environment, None)
+    return elsewhere(function, options, virtualenv_environment, None)
 
 
 def _external_python(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.external_python(python="/path/to/python", serializer="pickle", ...)``: as
     ``@task.virtualenv``, in an interpreter already installed."""
-    return _elsewhere(function, options, external_environment, None)
+    return elsewhere(function, options, external_environment, None)
 
 
 def _branch_virtualenv(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.branch_virtualenv(...)``: a branch whose function runs as ``@task.virtualenv``."""
-    return _elsewhere(function, options, virtualenv_environment, "branch")
+    return elsewhere(function, options, virtualenv_environment, "branch")
 
 
 def _branch_external_python(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.branch_external_python(python=...)``: a branch run as ``@task.external_python``."""
-    return _elsewhere(function, options, external_environment, "branch")
+    return elsewhere(function, options, external_environment, "branch")
 
 
-def _elsewhere(
+def elsewhere(
     function: Callable[..., Any] | None,
     options: dict[str, Any],
     make: Callable[..., Any],
     choice: str | None,
+    task_class: type[PythonTask] = PythonTask,
 ) -> Any:
     """A decorator whose tasks run their function in the environment ``make`` builds from
     its own options (the rest are task options). Built once per decorated function, so a
@@ -193,7 +194,7 @@ def _elsewhere(
         if make is virtualenv_environment:
             code = getattr(f, "__code__", None)
             where["folder"] = os.path.dirname(code.co_filename) if code else None
-        return TaskFunction(f, {**rest, "environment": make(**own, **where)}, choice)
+        return TaskFunction(f, {**rest, "environment": make(**own, **where)}, choice, task_class)
 
     return decorate(function) if function is not None else decorate
 

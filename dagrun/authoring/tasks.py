@@ -109,12 +109,23 @@ class Task(DependencyMixin):
         """The names this task's templates may use."""
         return ALL_CONTEXT_NAMES
 
+    def template_environment(self) -> Any:
+        """The Jinja environment its templates are checked and rendered in (None: dagrun's
+        own)."""
+        return None
+
+    def template_globals(self) -> dict[str, Any]:
+        """Names its templates see besides the context's."""
+        return {}
+
     def _check_templates(self) -> None:
         """Parse every template now, so that a syntax error or a name the context does not
         have fails the file's import instead of every attempt of the task."""
         for name, value in self.templated().items():
             for where, source in templates.sources(value, name):
-                problem = templates.problem(source, self.template_names())
+                problem = templates.problem(
+                    source, self.template_names(), self.template_environment()
+                )
                 if problem:
                     raise DagDefinitionError(
                         f"template in {where} {problem}",
@@ -347,6 +358,8 @@ class PythonTask(Task):
             raise DagDefinitionError(
                 f"bad arguments: {exc}", dag_id=self.dag.dag_id, task_id=self.task_id
             ) from None
+        if KWARGS in self.mapped:
+            return  # each instance's arguments are a dict known when it runs
         for name, param in signature.parameters.items():
             if name in bound.arguments or param.kind in (param.VAR_KEYWORD, param.VAR_POSITIONAL):
                 continue

@@ -41,14 +41,15 @@ def sources(value: Any, where: str) -> Iterator[tuple[str, str]]:
             yield from sources(item, f"{where}[{key!r}]")
 
 
-def problem(source: str, known: Collection[str]) -> str | None:
-    """Why ``source`` cannot render with only the ``known`` names, in one line: a syntax error,
+def problem(source: str, known: Collection[str], env: Any = None) -> str | None:
+    """Why ``source`` cannot render with only the ``known`` names (in ``env``, dagrun's own
+    environment by default), in one line: a syntax error,
     or the first top-level name it uses that is unknown (what ``params.x`` or ``conf.get('a')``
     finds under a name depends on the run, so only the name is checked). None if it can."""
     from jinja2 import TemplateSyntaxError, meta
 
     try:
-        parsed = environment().parse(source)
+        parsed = (env or environment()).parse(source)
     except TemplateSyntaxError as exc:
         return f"has a syntax error: {exc.message} (line {exc.lineno})"
     unknown = sorted(meta.find_undeclared_variables(parsed) - set(known))
@@ -59,12 +60,13 @@ def problem(source: str, known: Collection[str]) -> str | None:
 
 
 @functools.lru_cache(maxsize=4096)
-def names_used(source: str) -> frozenset[str]:
-    """The context names a template reads (its undeclared variables): rendering computes
-    only these. A template that does not parse reads none; rendering reports its error."""
+def names_used(source: str, env: Any = None) -> frozenset[str]:
+    """The context names a template reads (its undeclared variables) in ``env`` (dagrun's
+    own by default): rendering computes only these. A template that does not parse reads
+    none; rendering reports its error."""
     from jinja2 import TemplateSyntaxError, meta
 
     try:
-        return frozenset(meta.find_undeclared_variables(environment().parse(source)))
+        return frozenset(meta.find_undeclared_variables((env or environment()).parse(source)))
     except TemplateSyntaxError:
         return frozenset()

@@ -20,30 +20,37 @@ if TYPE_CHECKING:
     from dagrun.runtime.context import TaskContext
 
 
-def render(value: Any, names: dict[str, Any]) -> Any:
-    """Render Jinja2 templates in strings, recursively through lists and dicts."""
+def render(value: Any, names: dict[str, Any], env: Any = None) -> Any:
+    """Render Jinja2 templates in strings, recursively through lists and dicts (in ``env``,
+    dagrun's own environment by default)."""
     if isinstance(value, str):
         if not templates.is_template(value):
             return value
         from jinja2 import TemplateError
 
         try:
-            return templates.environment().from_string(value).render(**names)
+            return (env or templates.environment()).from_string(value).render(**names)
         except TemplateError as exc:
             raise NonRetryableError(f"template {value!r}: {exc}") from None
     if isinstance(value, list | tuple):
-        return type(value)(render(v, names) for v in value)
+        return type(value)(render(v, names, env) for v in value)
     if isinstance(value, dict):
-        return {k: render(v, names) for k, v in value.items()}
+        return {k: render(v, names, env) for k, v in value.items()}
     return value
 
 
 def render_with(value: Any, context: TaskContext) -> Any:
     """``value`` rendered with the context names its templates use (only those are
-    computed: some of Airflow's read the store)."""
-    sources = templates.sources(value, "")
-    wanted = {name for _, source in sources for name in templates.names_used(source)}
-    return render(value, context.names(wanted))
+    computed: some of Airflow's read the store), in the environment of the attempt's task
+    and with the names it adds (a DAG's ``user_defined_macros``, for Airflow's tasks)."""
+    sources = list(templates.sources(value, ""))
+    if not sources:
+        return value
+    task = context.task
+    more = task.template_globals() if task is not None else {}
+    env = task.template_environment() if task is not None else None
+    wanted = {name for _, source in sources for name in templates.names_used(source, env)}
+    return render(value, {**context.names(wanted), **more}, env)
 
 
 def with_params(task: Task, context: TaskContext) -> TaskContext:

@@ -1,0 +1,109 @@
+"""Airflow's functions in another Python: ``PythonVirtualenvOperator`` and
+``@task.virtualenv`` (an environment made once per requirements set and cached),
+``ExternalPythonOperator`` and ``@task.external_python`` (an interpreter already installed),
+over dagrun's own (``dagrun.authoring.python_environments``, ``dagrun.runtime.virtualenvs``).
+
+As in Airflow, the function is sent as its source (no closures, no globals of the DAG file),
+its arguments and return value are serialised (pickle, or cloudpickle/dill), and it gets
+the context names that are plain data; ``system_site_packages`` is on by default, Airflow's
+default (dagrun's native default is off).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from dagrun.airflow.decorators import AirflowPythonTask
+from dagrun.airflow.operators import PythonOperator, determine_kwargs
+from dagrun.authoring.context_names import PORTABLE_CONTEXT_NAMES, TEMPLATES_DICT
+from dagrun.authoring.python_environments import (
+    PythonEnvironment,
+    external_environment,
+    function_source,
+    virtualenv_environment,
+)
+from dagrun.authoring.taskflow import elsewhere
+from dagrun.runtime import virtualenvs
+
+#: Airflow's arguments of the environment, each a native one.
+_VIRTUALENV = (
+    "requirements",
+    "python_version",
+    "system_site_packages",
+    "pip_install_options",
+    "index_urls",
+    "venv_cache_path",
+)
+_CALL = ("serializer", "string_args", "env_vars", "inherit_env", "skip_on_exit_code")
+
+
+class _ElsewhereOperator(PythonOperator):
+    """A PythonOperator whose callable runs in ``self.environment``."""
+
+    environment: PythonEnvironment
+
+    def prepare(self, make: Callable[..., PythonEnvironment], options: Mapping[str, Any]) -> None:
+        self.environment = make(**options, task_id=self.task_id)
+        self.function_source = function_source(
+            self.python_callable, dag_id=self.dag.dag_id, task_id=self.task_id
+        )
+
+    def execute_callable(self, context: Mapping[str, Any]) -> Any:
+        names = {k: context[k] for k in (*PORTABLE_CONTEXT_NAMES, TEMPLATES_DICT) if k in context}
+        kwargs = {**determine_kwargs(self.python_callable, self.op_args, names), **self.op_kwargs}
+        folder = os.path.dirname(self.dag.fileloc) if self.dag.fileloc else None
+        return virtualenvs.call_function(
+            self.function_source, self.environment, self.op_args, kwargs, folder=folder
+        )
+
+
+def _split(kwargs: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
+    return {k: kwargs.pop(k) for k in names if k in kwargs}
+
+
+def _serializer(options: dict[str, Any]) -> dict[str, Any]:
+    """Airflow's ``use_dill=True`` is ``serializer="dill"``; its default is pickle."""
+    if options.pop("use_dill", False):
+        options["serializer"] = "dill"
+    if options.get("serializer") is None:
+        options.pop("serializer", None)
+    options.pop("expect_airflow", None)
+    return options
+
+
+class PythonVirtualenvOperator(_ElsewhereOperator):
+    """Calls ``python_callable`` in a virtual environment with ``requirements``."""
+
+    template_fields = (*PythonOperator.template_fields, "requirements")
+
+    def __init__(self, *, python_callable: Callable[..., Any], **kwargs: Any):
+        own = _serializer(_split(kwargs, (*_VIRTUALENV, *_CALL, "use_dill", "expect_airflow")))
+        own.setdefault("system_site_packages", True)
+        super().__init__(python_callable=python_callable, **kwargs)
+        self.requirements = own.get("requirements")
+        folder = os.path.dirname(self.dag.fileloc) if self.dag.fileloc else None
+        self.prepare(virtualenv_environment, {**own, "folder": folder})
+
+
+class ExternalPythonOperator(_ElsewhereOperator):
+    """Calls ``python_callable`` with the interpreter ``python``."""
+
+    def __init__(self, *, python: str, python_callable: Callable[..., Any], **kwargs: Any):
+        own = _serializer(_split(kwargs, (*_CALL, "use_dill", "expect_airflow")))
+        super().__init__(python_callable=python_callable, **kwargs)
+        self.prepare(external_environment, {**own, "python": python})
+
+
+def virtualenv_task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.virtualenv(requirements=[...], ...)``."""
+    options = _serializer(options)
+    options.setdefault("system_site_packages", True)
+    return elsewhere(function, options, virtualenv_environment, None, AirflowPythonTask)
+
+
+def external_python_task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.external_python(python="/path/to/python", ...)``."""
+    options = _serializer(options)
+    return elsewhere(function, options, external_environment, None, AirflowPythonTask)
