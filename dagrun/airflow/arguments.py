@@ -114,8 +114,8 @@ def split(
         elif name in KEPT:
             kept[name] = value
         elif name in IGNORED:
-            if value is not None and value is not False:
-                dag.warn(f"{name}: accepted but not acted on by dagrun (task '{task_id}')")
+            if value is not None and value is not False:  # once per file, at its first task
+                dag.warn(f"{name}: accepted but not acted on by dagrun")
         else:
             raise DagDefinitionError(
                 f"invalid argument {name!r} (not an argument of Airflow's tasks)",

@@ -199,22 +199,52 @@ def _utc(value: datetime) -> str:
 
 @dags.command("errors")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--warnings",
+    "with_warnings",
+    is_flag=True,
+    help="Also list each file's warnings (arguments accepted but not acted on), with their "
+    'lines; with --json the document becomes {"errors": [...], "warnings": [{"file", "line", '
+    '"message"}]}. Warnings never change the exit code.',
+)
 @pass_app
-def dag_errors(app: App, as_json: bool) -> None:
+def dag_errors(app: App, as_json: bool, with_warnings: bool) -> None:
     """Every DAG file that failed to load, with the reason; exits 1 when there is one."""
     app.sync()
     with app.store.read() as conn:
         errors = dag_reads.import_errors(conn)
-    if as_json:
-        echo_json([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
+        warned = dag_reads.file_warnings(conn) if with_warnings else []
+    listed = [{"file": e.path, "error": e.error, "line": e.error_line} for e in errors]
+    if as_json and with_warnings:
+        echo_json({"errors": listed, "warnings": _warnings_json(warned)})
+    elif as_json:
+        echo_json(listed)
     else:
         for e in errors:
             where = f"{e.path}:{e.error_line}" if e.error_line else e.path
             click.echo(f"{where}: {e.error}")
         if not errors:
             click.echo("no import errors")
+        if with_warnings:
+            _echo_warnings(warned)
     if errors:
         raise click.exceptions.Exit(1)
+
+
+def _warnings_json(warned: list[dag_reads.FileWarnings]) -> list[dict]:
+    return [
+        {"file": f.path, "line": w.line, "message": w.message} for f in warned for w in f.warnings
+    ]
+
+
+def _echo_warnings(warned: list[dag_reads.FileWarnings]) -> None:
+    """A line per warning, as errors are printed: ``path:line: warning: message``."""
+    for f in warned:
+        for w in f.warnings:
+            where = f"{f.path}:{w.line}" if w.line else f.path
+            click.echo(f"{where}: warning: {w.message}")
+    if not warned:
+        click.echo("no warnings")
 
 
 def _set_paused(app: App, dag_id: str, paused: bool) -> None:

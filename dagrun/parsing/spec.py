@@ -12,7 +12,7 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -20,6 +20,22 @@ if TYPE_CHECKING:
 from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.states import TriggerRule
 from dagrun.timing.timetable import DataInterval, Expansion, Timetable, make_timetable
+
+
+class FileWarning(NamedTuple):
+    """Something a DAG file asks for that dagrun accepts without acting on it (an Airflow
+    argument it ignores), and the line of the file that asked; a file's warnings are kept
+    with it in the store (``dags errors --warnings``, the web page)."""
+
+    line: int | None
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileWarning:
+        return cls(data.get("line"), str(data["message"]))
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ from datetime import datetime
 from sqlalchemy import Connection, func, select
 
 from dagrun.errors import DagNotFound
-from dagrun.parsing.spec import DagSpec, spec_from
+from dagrun.parsing.spec import DagSpec, FileWarning, spec_from
 from dagrun.states import TaskState
 from dagrun.store import sql
 from dagrun.store.schema import (
@@ -98,6 +98,31 @@ _IMPORT_ERRORS = Statement(
     .where(dag_file.c.error.is_not(None))
     .order_by(dag_file.c.path),
 )
+
+
+@dataclass(frozen=True)
+class FileWarnings:
+    """A DAG file's warnings from its last parse (``dags errors --warnings``)."""
+
+    path: str
+    warnings: tuple[FileWarning, ...]
+
+
+_FILE_WARNINGS = Statement(
+    "The DAG files whose last parse left warnings, with them, by path.",
+    select(dag_file.c.path, dag_file.c.warnings)
+    .where(dag_file.c.warnings.is_not(None), dag_file.c.warnings != "[]")
+    .order_by(dag_file.c.path),
+)
+
+
+def file_warnings(conn: Connection) -> list[FileWarnings]:
+    return [
+        FileWarnings(r.path, tuple(FileWarning.from_json(w) for w in json.loads(r.warnings)))
+        for r in sql.rows(conn, _FILE_WARNINGS)
+    ]
+
+
 _GOOD_SOURCE = Statement(
     "The source of a DAG file's last parse that succeeded.",
     select(dag_file.c.good_source).where(dag_file.c.path == _b("path")),

@@ -159,6 +159,68 @@ def test_dags_errors_exits_0_when_all_files_load(env):
     assert json_out("dags", "errors", env=env) == []
 
 
+WARNED = """
+    from airflow import DAG
+    from airflow.operators.bash import BashOperator
+
+    with DAG("warned", schedule=None, default_args={"owner": "data", "queue": "fast"}):
+        BashOperator(task_id="a", bash_command="echo")
+        BashOperator(task_id="b", bash_command="echo", run_as_user="etl")
+"""
+
+
+def test_dags_errors_warnings_lists_each_files_warnings_with_lines(env, dags_dir):
+    path = write_dag(dags_dir, "warned.py", WARNED)
+
+    plain = dagrun("dags", "errors", env=env)
+    assert (plain.returncode, plain.stdout) == (0, "no import errors\n")  # as before
+    assert json_out("dags", "errors", env=env) == []
+
+    listed = dagrun("dags", "errors", "--warnings", env=env)
+    assert listed.returncode == 0, listed.stderr  # warnings never fail the command
+    assert listed.stdout.splitlines() == [
+        "no import errors",
+        f"{path}:5: warning: owner: accepted but not acted on by dagrun",
+        f"{path}:5: warning: queue: accepted but not acted on by dagrun",
+        f"{path}:6: warning: run_as_user: accepted but not acted on by dagrun",
+    ]
+    assert json_out("dags", "errors", "--warnings", env=env) == {
+        "errors": [],
+        "warnings": [
+            {"file": str(path), "line": 5, "message": "owner: accepted but not acted on by dagrun"},
+            {"file": str(path), "line": 5, "message": "queue: accepted but not acted on by dagrun"},
+            {
+                "file": str(path),
+                "line": 6,
+                "message": "run_as_user: accepted but not acted on by dagrun",
+            },
+        ],
+    }
+
+
+def test_dags_errors_warnings_keeps_the_exit_code_of_errors(bad_env, dags_dir):
+    path = write_dag(dags_dir, "warned.py", WARNED)
+
+    listed = dagrun("dags", "errors", "--warnings", env=bad_env)
+    assert listed.returncode == 1
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 6 and lines[3] == (
+        f"{path}:5: warning: owner: accepted but not acted on by dagrun"
+    )
+    document = json_out("dags", "errors", "--warnings", env=bad_env)
+    assert sorted(Path(e["file"]).name for e in document["errors"]) == [
+        "broken.py",
+        "cyclic.py",
+        "sleeper.py",
+    ]
+    assert {w["file"] for w in document["warnings"]} == {str(path)}
+    assert all(set(e) == {"file", "error", "line"} for e in document["errors"])
+
+    write_dag(dags_dir, "warned.py", WARNED.replace(', run_as_user="etl"', ""))
+    fewer = json_out("dags", "errors", "--warnings", env=bad_env)["warnings"]
+    assert [w["message"].split(":")[0] for w in fewer] == ["owner", "queue"]
+
+
 def test_a_fixed_file_leaves_the_error_list(bad_env, dags_dir):
     assert dagrun("dags", "errors", env=bad_env).returncode == 1
     (dags_dir / "team" / "sleeper.py").unlink()
