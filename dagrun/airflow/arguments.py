@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from dagrun.airflow import mail
 from dagrun.authoring.dag import DAG
 from dagrun.errors import DagDefinitionError
 
@@ -105,7 +106,8 @@ def split(
     arguments: Mapping[str, Any], dag: DAG, task_id: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Airflow task arguments as (native options, the arguments kept on the task); those
-    dagrun ignores are warned about on ``dag`` and dropped. Airflow's defaults come first."""
+    dagrun ignores are warned about on ``dag`` and dropped. Airflow's defaults come first;
+    ``email`` adds its mail to the callbacks (``dagrun.airflow.mail``)."""
     native: dict[str, Any] = dict(AIRFLOW_DEFAULTS)
     kept: dict[str, Any] = {}
     for name, value in arguments.items():
@@ -122,6 +124,7 @@ def split(
                 dag_id=dag.dag_id,
                 task_id=task_id,
             )
+    mail.add_email_callbacks(native, kept, dag, task_id)
     return native, kept
 
 
