@@ -49,7 +49,7 @@ IGNORED = frozenset(
 )
 
 #: Schedules Airflow has and dagrun does not.
-_UNSUPPORTED_PRESETS = frozenset({"@continuous"})
+UNSUPPORTED_PRESETS = frozenset({"@continuous"})
 
 
 class DAG(native.DAG):
@@ -143,7 +143,7 @@ class DAG(native.DAG):
                 "give one of schedule, schedule_interval and timetable", dag_id=dag_id
             )
         chosen = given[0] if given else self.default_schedule
-        if isinstance(chosen, str) and chosen.strip() in _UNSUPPORTED_PRESETS:
+        if isinstance(chosen, str) and chosen.strip() in UNSUPPORTED_PRESETS:
             raise DagDefinitionError(
                 f"schedule {chosen!r} is not provided by dagrun", dag_id=dag_id
             )

@@ -20,10 +20,17 @@ from dagrun.authoring.options import callables
 from dagrun.errors import DagDefinitionError, NotifyError
 from dagrun.runtime import notify, smtp
 
-NO_SERVER = f"email: no mail is sent without an SMTP server ({smtp.HOST})"
+NO_SERVER_REASON = f"no mail is sent without an SMTP server ({smtp.HOST})"
+NO_SERVER = f"email: {NO_SERVER_REASON}"
 
 #: Each flag of Airflow's and the callback option it mails from.
 _FLAGS = {"email_on_failure": "on_failure_callback", "email_on_retry": "on_retry_callback"}
+
+
+def server_configured() -> bool:
+    """Whether mail can be sent from here: an SMTP server is configured (a bad setting is
+    a ``NotifyError`` naming it)."""
+    return smtp.smtp_settings().host is not None
 
 
 def add_email_callbacks(
@@ -35,8 +42,7 @@ def add_email_callbacks(
     if not kept.get("email") or not options:
         return
     try:
-        configured = smtp.smtp_settings().host is not None
-        notifier = notify.email(kept["email"]) if configured else None
+        notifier = notify.email(kept["email"]) if server_configured() else None
     except NotifyError as exc:
         raise DagDefinitionError(f"email: {exc}", dag_id=dag.dag_id, task_id=task_id) from None
     if notifier is None:

@@ -14,6 +14,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from dagrun.errors import UsageError
+from dagrun.runtime.smtp import PASSWORD as SMTP_PASSWORD
 from dagrun.store.sensitive import is_sensitive
 
 VARIABLE_PREFIX = "DAGRUN_VAR_"
@@ -71,10 +72,6 @@ def split_uri(uri: str, source: str):
             "from 0 to 65535; percent-encode '/', '@', ':' and '?' in a login or password)",
         ) from None
     return parts
-
-
-#: The SMTP server's password (``dagrun.runtime.smtp``): a secret wherever it shows.
-SMTP_PASSWORD = "DAGRUN_SMTP_PASSWORD"
 
 
 def environment_secrets() -> set[str]:

@@ -7,6 +7,7 @@ that a configuration file can take them over: ``DAGRUN_SMTP_HOST`` (no host, no 
 said, and the server's certificate must verify, as a browser's would), ``DAGRUN_SMTP_FROM``
 (``dagrun@<this host's name>``). The password is a secret: no log line, error or ``repr``
 holds it, and attempt and callback logs mask it (``environment.environment_secrets``).
+A leaf of the runtime, cheap to import: a DAG file's parse may read the settings.
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from dagrun.errors import NotifyError
-from dagrun.runtime.environment import SMTP_PASSWORD as PASSWORD
 
 if TYPE_CHECKING:
     from email.message import EmailMessage
@@ -27,6 +27,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("dagrun.notify")
 
 HOST = "DAGRUN_SMTP_HOST"
+#: A secret: ``environment.environment_secrets`` names it for masking.
+PASSWORD = "DAGRUN_SMTP_PASSWORD"
 _TRUE = frozenset({"1", "true", "yes", "on"})
 _FALSE = frozenset({"0", "false", "no", "off"})
 
