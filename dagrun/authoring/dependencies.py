@@ -14,13 +14,13 @@ if TYPE_CHECKING:
     from dagrun.authoring.tasks import Task
 
 
-def _resolve(other: Any, upstream: bool) -> list[Task]:
+def resolve(other: Any, upstream: bool) -> list[Task]:
     """The tasks behind a ``>>`` operand on the upstream (or downstream) side of the edge: a
     task, an output, a task group, a @task function, a list of them."""
     if isinstance(other, DependencyMixin):
         return other.edge_tasks(upstream)
     if isinstance(other, list | tuple | set):
-        return [t for item in other for t in _resolve(item, upstream)]
+        return [t for item in other for t in resolve(item, upstream)]
     raise TypeError(f"cannot set a dependency on {other!r}: expected a task or a list of tasks")
 
 
@@ -35,13 +35,13 @@ class DependencyMixin:
 
     def __rshift__(self, other: Any) -> Any:
         for up in self.edge_tasks(upstream=True):
-            for down in _resolve(other, upstream=False):
+            for down in resolve(other, upstream=False):
                 down.add_upstream(up)
         return other
 
     def __lshift__(self, other: Any) -> Any:
         for down in self.edge_tasks(upstream=False):
-            for up in _resolve(other, upstream=True):
+            for up in resolve(other, upstream=True):
                 down.add_upstream(up)
         return other
 

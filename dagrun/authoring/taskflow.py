@@ -1,5 +1,5 @@
 """The TaskFlow API: ``@task`` and its variants ``@task.branch``, ``@task.short_circuit`` and
-``@task.sensor``.
+``@task.sensor``; ``@setup`` and ``@teardown`` for tasks that make and remove a resource.
 
 A decorated function is a ``TaskFunction``: each call inside a DAG adds a ``PythonTask`` and
 returns its ``TaskOutput``, and ``partial``/``expand`` add a mapped one. Apart from the task
@@ -24,12 +24,22 @@ class TaskFunction(DependencyMixin):
     ``partial(...)`` and ``expand(...)`` add a mapped task."""
 
     def __init__(
-        self, function: Callable[..., Any], options: dict[str, Any], choice: str | None = None
+        self,
+        function: Callable[..., Any],
+        options: dict[str, Any],
+        choice: str | None = None,
+        **task_arguments: Any,
     ):
         self.function = function
         self.task_id = options.pop("task_id", None) or function.__name__
         self.options = options
         self.choice = choice
+        #: Keyword arguments of ``PythonTask`` beyond the task options
+        #: (``ignore_downstream_trigger_rules`` of a short-circuit).
+        self.task_arguments = task_arguments
+        #: ``"setup"`` or ``"teardown"`` (``@setup``, ``@teardown``): what each task it adds is.
+        self.role: str | None = None
+        self.on_failure_fail_dagrun = False
         self.tasks: list[PythonTask] = []
         self.__doc__ = function.__doc__
         self.__name__ = function.__name__
@@ -65,8 +75,13 @@ class TaskFunction(DependencyMixin):
             dag=dag,
             choice=self.choice,
             mapped=mapped,
+            **self.task_arguments,
             **self.options,
         )
+        if self.role == "setup":
+            created.as_setup()
+        elif self.role == "teardown":
+            created.as_teardown(on_failure_fail_dagrun=self.on_failure_fail_dagrun)
         self.tasks.append(created)
         return TaskOutput(created)
 
@@ -111,10 +126,20 @@ def _branch(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     return _decorator(function, options, "branch")
 
 
-def _short_circuit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+def _short_circuit(
+    function: Callable[..., Any] | None = None,
+    *,
+    ignore_downstream_trigger_rules: bool = True,
+    **options: Any,
+) -> Any:
     """``@task.short_circuit``: a falsy return value skips every task downstream of it,
-    whatever their trigger rules; a truthy one changes nothing."""
-    return _decorator(function, options, "short_circuit")
+    whatever their trigger rules; with ``ignore_downstream_trigger_rules=False`` only its
+    direct downstream tasks, the tasks after them following their own rules. A truthy one
+    changes nothing. Teardowns are never skipped by it."""
+    reach = {"ignore_downstream_trigger_rules": ignore_downstream_trigger_rules}
+    if function is not None:
+        return TaskFunction(function, options, "short_circuit", **reach)
+    return lambda f: TaskFunction(f, dict(options), "short_circuit", **reach)
 
 
 def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -128,3 +153,42 @@ def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
 task.branch = _branch  # type: ignore[attr-defined]
 task.short_circuit = _short_circuit  # type: ignore[attr-defined]
 task.sensor = _sensor  # type: ignore[attr-defined]
+
+
+def setup(function: Any = None, **options: Any) -> Any:
+    """``@setup``: each task the function adds is a setup task (``Task.as_setup``), one that
+    makes a resource for the work after it. Takes ``@task``'s options, or goes above a
+    ``@task``-decorated function."""
+    return _role(function, options, "setup", False)
+
+
+def teardown(function: Any = None, *, on_failure_fail_dagrun: bool = False, **options: Any) -> Any:
+    """``@teardown``: each task the function adds is a teardown task (``Task.as_teardown``):
+    it runs once its upstream tasks finished if one of its setups succeeded, and its failure
+    fails the run only with ``on_failure_fail_dagrun=True``. Its trigger rule is not an
+    option; link its setups with ``out.as_teardown(setups=...)`` or ``setup >> out``."""
+    return _role(function, options, "teardown", on_failure_fail_dagrun)
+
+
+def _role(function: Any, options: dict[str, Any], role: str, fail_run: bool) -> Any:
+    if function is None:
+        return lambda f: _role(f, options, role, fail_run)
+    made = function if isinstance(function, TaskFunction) else TaskFunction(function, dict(options))
+    if isinstance(function, TaskFunction) and options:
+        raise DagDefinitionError(
+            f"@{role} above @task takes no options of its own: give them to @task",
+            task_id=made.task_id,
+        )
+    if role == "teardown" and "trigger_rule" in made.options:
+        raise DagDefinitionError(
+            "a teardown's trigger rule is all_done_setup_success and is not an option",
+            task_id=made.task_id,
+        )
+    if not isinstance(fail_run, bool):
+        raise DagDefinitionError(
+            f"on_failure_fail_dagrun must be True or False, not {fail_run!r}",
+            task_id=made.task_id,
+        )
+    made.role = role
+    made.on_failure_fail_dagrun = fail_run
+    return made
