@@ -83,7 +83,8 @@ def evaluate(
             current[task.task_id] = verdict
             _record(decisions, task.task_id, verdict)
     if only is None:
-        decisions.run_state = run_outcome(counted_states(spec, current))
+        counted = counted_states(spec, current) if spec.quiet_teardowns else current.values()
+        decisions.run_state = run_outcome(counted)
     return decisions
 
 
@@ -170,7 +171,8 @@ def _with_setups(
         verdict = _verdict(_SETUP_SUCCESS, [current[s] for s in scope.direct if s in current])
     if not scope.indirect:
         return verdict
-    setups = _verdict(_RULES[TriggerRule.ALL_SUCCESS], [current[s] for s in scope.indirect])
+    indirect = [current[s] for s in scope.indirect if s in current]
+    setups = _verdict(_RULES[TriggerRule.ALL_SUCCESS], indirect)
     if setups is None:
         return None if verdict == TaskState.QUEUED else verdict
     return verdict if setups == TaskState.QUEUED else setups

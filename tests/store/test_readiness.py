@@ -624,6 +624,12 @@ def test_only_deciding_the_tasks_below_an_ended_setup_reads_the_setup():
     assert evaluate(spec, {**states, "make": S}, only=["w2"]).queue == ["w2"]
 
 
+def test_a_setup_added_after_the_run_was_made_is_not_waited_for():
+    """A run made before ``make`` existed has no instance of it (as for any upstream)."""
+    states = {"w1": S, "w2": N, "drop": N, "after": N}
+    assert verdict_of("w2", evaluate(scoped_spec("all_success"), states)) == QUEUED
+
+
 def test_a_spec_without_setups_has_no_scopes():
     spec = branch_spec("all_success")
     assert spec.setup_ids == frozenset() and spec.setup_scopes == {}
