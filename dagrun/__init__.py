@@ -19,13 +19,14 @@ if TYPE_CHECKING:
     from dagrun.authoring.dag import DAG
     from dagrun.authoring.groups import TaskGroup, task_group
     from dagrun.authoring.params import Param
-    from dagrun.authoring.taskflow import task
+    from dagrun.authoring.taskflow import setup, task, teardown
     from dagrun.authoring.tasks import BashTask, PythonTask
     from dagrun.errors import NonRetryableError, SkipTask
     from dagrun.runtime import notify
     from dagrun.runtime.connections import Connection
     from dagrun.runtime.partitions import partition
     from dagrun.runtime.variables import Variable
+    from dagrun.states import TriggerRule
 
 #: Each public name and the module that defines it.
 _HOMES = {
@@ -38,11 +39,14 @@ _HOMES = {
     "PythonTask": "dagrun.authoring.tasks",
     "SkipTask": "dagrun.errors",
     "TaskGroup": "dagrun.authoring.groups",
+    "TriggerRule": "dagrun.states",
     "Variable": "dagrun.runtime.variables",
     "notify": "dagrun.runtime.notify",
     "partition": "dagrun.runtime.partitions",
+    "setup": "dagrun.authoring.taskflow",
     "task": "dagrun.authoring.taskflow",
     "task_group": "dagrun.authoring.groups",
+    "teardown": "dagrun.authoring.taskflow",
 }
 
 __all__ = [
@@ -55,11 +59,14 @@ __all__ = [
     "PythonTask",
     "SkipTask",
     "TaskGroup",
+    "TriggerRule",
     "Variable",
     "notify",
     "partition",
+    "setup",
     "task",
     "task_group",
+    "teardown",
 ]
 __version__ = "0.1.0"
 

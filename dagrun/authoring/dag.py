@@ -30,6 +30,7 @@ from dagrun.timing.timetable import Timetable, make_timetable
 if TYPE_CHECKING:
     from dagrun.authoring.assets import Asset
     from dagrun.authoring.groups import TaskGroup
+    from dagrun.authoring.setup_teardown import Scope
     from dagrun.authoring.tasks import Task
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
@@ -133,6 +134,9 @@ class DAG:
         self.groups: dict[str, TaskGroup] = {}
         #: The groups open here, innermost last: a task created now joins the innermost.
         self.open_groups: list[TaskGroup] = []
+        #: The ``with`` blocks of setup and teardown tasks open here, innermost last: a task
+        #: created now is work of the innermost (dagrun.authoring.setup_teardown).
+        self.open_scopes: list[Scope] = []
         self.fileloc, self.definition_line = _definition_site()
         #: What the file asks for that dagrun accepts without acting on it, as (line, text)
         #: once each: the file's warnings (``dags errors --warnings``).
@@ -165,6 +169,8 @@ class DAG:
                 f"task id '{task.task_id}' is also a task group's id", dag_id=self.dag_id
             )
         self.tasks[task.task_id] = task
+        if self.open_scopes:
+            self.open_scopes[-1].tasks.append(task)
 
     def add_group(self, group: TaskGroup) -> None:
         """Groups share the task ids' namespace: ``group >> t`` and the views name both."""

@@ -5,8 +5,9 @@ Pure functions over a :class:`DagSpec`: tasks in the spec's topological order, t
 whole text to print, so the command only picks one and any other view can reuse them.
 
 The JSON document: ``{"dag_id", "tasks": [{"task_id", "group", "kind", "upstream",
-"downstream", "trigger_rule", "retries", "pool"}], "edges": [[upstream, downstream], ...]}``,
-tasks and edges in topological order.
+"downstream", "trigger_rule", "retries", "pool", "is_setup", "is_teardown"}], "edges":
+[[upstream, downstream], ...]}``, tasks and edges in topological order. The drawings show a
+teardown's edge from its setup dashed, as Airflow's graph does.
 """
 
 from __future__ import annotations
@@ -37,6 +38,8 @@ def to_json(spec: DagSpec) -> str:
                 "trigger_rule": t.trigger_rule,
                 "retries": t.retries,
                 "pool": t.pool,
+                "is_setup": t.is_setup,
+                "is_teardown": t.is_teardown,
             }
             for t in spec.tasks
         ],
@@ -60,7 +63,9 @@ def to_dot(spec: DagSpec) -> str:
             lines.append(f"{indent}}}")
 
     emit(group_tree(spec), "  ")
-    lines.extend(f"  {_dot_quote(up)} -> {_dot_quote(down)};" for up, down in _edges(spec))
+    for up, down in _edges(spec):
+        dashed = " [style=dashed]" if _paired(spec, up, down) else ""
+        lines.append(f"  {_dot_quote(up)} -> {_dot_quote(down)}{dashed};")
     lines.append("}")
     return "\n".join(lines)
 
@@ -81,7 +86,10 @@ def to_mermaid(spec: DagSpec) -> str:
             lines.append(f"{indent}end")
 
     emit(group_tree(spec), "  ")
-    lines.extend(f"  {node[up]} --> {node[down]}" for up, down in _edges(spec))
+    lines.extend(
+        f"  {node[up]} {'-.->' if _paired(spec, up, down) else '-->'} {node[down]}"
+        for up, down in _edges(spec)
+    )
     return "\n".join(lines)
 
 
@@ -117,6 +125,11 @@ def group_tree(spec: DagSpec) -> GroupNode:
 
 def _edges(spec: DagSpec) -> Iterator[tuple[str, str]]:
     return ((up, t.task_id) for t in spec.tasks for up in t.upstream)
+
+
+def _paired(spec: DagSpec, up: str, down: str) -> bool:
+    """Whether the edge links a setup to its teardown (drawn dashed)."""
+    return up in spec.setup_ids and down in spec.teardown_ids
 
 
 def _dot_quote(text: str) -> str:

@@ -18,6 +18,12 @@ if TYPE_CHECKING:
     import networkx as nx
 
 from dagrun.authoring.sensor_options import SensorSpec
+from dagrun.parsing.scopes import (
+    SetupScope,
+    relevant_setups,
+    setup_dependants,
+    setup_scopes,
+)
 from dagrun.states import TriggerRule
 from dagrun.timing.timetable import DataInterval, Expansion, Timetable, make_timetable
 
@@ -51,6 +57,16 @@ class TaskSpec:
     outlets: tuple[str, ...] = ()
     #: A sensor's options (``@task.sensor``, ``dagrun.runtime.sensors``); None for other tasks.
     sensor: SensorSpec | None = None
+    #: A setup task (``as_setup``, ``@setup``): the work in its scope needs it to succeed.
+    is_setup: bool = False
+    #: A teardown task (``as_teardown``, ``@teardown``): runs once its upstream finished
+    #: and one of its setups succeeded; its failure fails the run only with
+    #: ``on_failure_fail_dagrun``.
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
+    #: A short-circuit's reach when it returns a falsy value: everything downstream (True),
+    #: or its direct downstream tasks only, the tasks after them following their rules.
+    ignore_downstream_trigger_rules: bool = True
 
     @property
     def max_tries(self) -> int:
@@ -127,6 +143,38 @@ class DagSpec:
     def choice_ids(self) -> frozenset[str]:
         """The branch and short-circuit tasks, whose values readiness reads."""
         return frozenset(t.task_id for t in self.tasks if t.choice)
+
+    @cached_property
+    def setup_ids(self) -> frozenset[str]:
+        """The setup tasks. Empty for most DAGs: readiness, run ends and clearing look at
+        setups and teardowns only when it is not (``dagrun.parsing.scopes``)."""
+        return frozenset(t.task_id for t in self.tasks if t.is_setup)
+
+    @cached_property
+    def teardown_ids(self) -> frozenset[str]:
+        return frozenset(t.task_id for t in self.tasks if t.is_teardown)
+
+    @cached_property
+    def quiet_teardowns(self) -> frozenset[str]:
+        """The teardowns whose failure does not fail the run (no ``on_failure_fail_dagrun``)."""
+        return frozenset(
+            t.task_id for t in self.tasks if t.is_teardown and not t.on_failure_fail_dagrun
+        )
+
+    @cached_property
+    def relevant_setups(self) -> dict[str, tuple[str, ...]]:
+        """The setups whose scope each task is in (``dagrun.parsing.scopes``)."""
+        return relevant_setups(self)
+
+    @cached_property
+    def setup_scopes(self) -> dict[str, SetupScope]:
+        """The setups each task's readiness also reads, for the tasks that have any."""
+        return setup_scopes(self)
+
+    @cached_property
+    def setup_dependants(self) -> dict[str, tuple[str, ...]]:
+        """The tasks each setup's end may make ready beside its direct downstream tasks."""
+        return setup_dependants(self)
 
     @cached_property
     def has_outlets(self) -> bool:

@@ -393,6 +393,32 @@ def test_dags_show_draws_groups_as_a_table_json_and_mermaid(cli_env, dags_dir):
     assert "  t2 --> t3" in lines
 
 
+def test_dags_show_marks_setups_and_teardowns(cli_env, dags_dir):
+    write_dag(
+        dags_dir,
+        "paired.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("paired"):
+            make = BashTask("make", command="echo").as_setup()
+            drop = BashTask("drop", command="echo")
+            make >> BashTask("use", command="echo") >> drop.as_teardown(setups=make)
+        """,
+    )
+    table = dagrun("dags", "show", "paired", env=cli_env)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[3:]]
+    assert [row[1:3] for row in rows] == [
+        ["make", "(setup)"],
+        ["use", "bash"],
+        ["drop", "(teardown)"],
+    ]
+    assert rows[2][-2:] == ["all_done_setup_success", "0"]
+    dot = dagrun("dags", "show", "paired", "--format", "dot", env=cli_env)
+    assert '  "make" -> "drop" [style=dashed];' in dot.stdout.splitlines()
+
+
 def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dags_dir):
     """A backfill ahead of the scheduler's cursor: the next run is after the backfilled
     range, not the cursor's date (which already has a run and would be skipped)."""
