@@ -103,6 +103,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         max_active_tasks=dag.max_active_tasks,
         callbacks=tuple(event.value for event, found in dag.callbacks.items() if found),
         assets=dag.assets,
+        condition=dag.condition,
     )
 
 

@@ -183,6 +183,9 @@ class Scheduler:
         tt = spec.timetable
         if not tt.schedulable:
             return 0
+        if cursor is None and (first := tt.first_cursor(now)) is not None:
+            runs.set_cursor(conn, spec.dag_id, first)  # decided once, as Airflow does
+            cursor = first
         if not spec.catchup and runs.count_active_runs(conn, spec.dag_id) >= spec.max_active_runs:
             return 0
         due = tt.due_intervals(cursor, now, spec.catchup)[:MAX_CREATE_PER_TICK]
