@@ -86,14 +86,17 @@ class Scheduler:
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
         self._warned_pools: set[str] = set()
+        #: The asset event id every writer has settled (``asset_triggers.settled``).
+        self._settled = 0
 
     def tick(self) -> TickReport:
         report = TickReport()
         self._refresh_dags()
         with self.store.read() as conn:
             dags = dag_reads.active_dags(conn)
-        waits = any(row.spec.assets or row.spec.condition is not None for row in dags)
-        settled = asset_triggers.settled(self.store) if waits else asset_triggers.UNBOUNDED
+        if any(row.spec.assets or row.spec.condition is not None for row in dags):
+            self._settled = asset_triggers.settled(self.store, self._settled)
+        settled = self._settled
         for row in dags:
             try:
                 self._schedule_dag(row.dag_id, report, settled)

@@ -80,7 +80,11 @@ RECORD_TRIGGERS = Statement(
         ),
     ),
 )
-#: PostgreSQL only (``settled``): waits for the transactions writing events to end.
+#: PostgreSQL only (``settled``): wait for the transactions writing events to end, briefly.
+BOUND_THE_WAIT = Statement(
+    "Give up a lock wait of this transaction after half a second (below the deadlock check).",
+    text("SET LOCAL lock_timeout = '500ms'"),
+)
 WAIT_FOR_EVENT_WRITERS = Statement(
     "Wait until every transaction writing asset events has ended (they hold ROW EXCLUSIVE; "
     "SHARE waits for them and holds new ones back until this short transaction ends).",
@@ -101,16 +105,25 @@ def start_cursors(conn: Connection, specs: Iterable[DagSpec]) -> None:
     sql.execute_many(conn, START_CURSOR, rows)
 
 
-def settled(store: Store) -> int:
+def settled(store: Store, previous: int = 0) -> int:
     """The id up to which every asset event has committed or never will. PostgreSQL hands
     out ids when rows are written, not when they commit: in one short transaction of its
     own, wait for the writers of events in flight, then read the latest id (ids written
-    later are higher). SQLite has one writer at a time: every id is settled."""
+    later are higher). SQLite has one writer at a time: every id is settled.
+
+    A writer in flight may go on to wait for a lock another writer holds, who now queues
+    behind this wait: a cycle. The wait gives up after half a second, before PostgreSQL's
+    deadlock check (1 s) would abort one of the writers, and ``previous`` (the last settled
+    id, settled for good) stands: events after it wait for a later tick."""
     if not store.caps.concurrent_writers:
         return UNBOUNDED
-    with store.write() as conn:
-        sql.execute(conn, WAIT_FOR_EVENT_WRITERS)
-        return int(sql.scalar(conn, dag_reads.LAST_ASSET_EVENT))
+    try:
+        with store.write() as conn:
+            sql.execute(conn, BOUND_THE_WAIT)
+            sql.execute(conn, WAIT_FOR_EVENT_WRITERS)
+            return int(sql.scalar(conn, dag_reads.LAST_ASSET_EVENT))
+    except StoreConflict:
+        return previous
 
 
 @dataclass(frozen=True)
