@@ -4,8 +4,9 @@ Airflow's name and signature, so ``DAG(schedule=CronTriggerTimetable(...))`` and
 ``AssetOrTimeSchedule(timetable=...)`` take them as they are.
 
 Airflow's ``timezone`` may be an IANA name, a ``zoneinfo`` zone or a pendulum zone (its
-``name``); its ``interval`` and ``delta`` a timedelta or a relativedelta of fixed-length
-units (days, hours ...; months and years have no fixed length, and are refused by name).
+``name``); left out (Airflow requires it), the cron is read in the DAG's zone. Its
+``interval`` and ``delta`` may be a timedelta or a relativedelta of fixed-length units
+(days, hours ...; months and years have no fixed length, and are refused by name).
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class CronTriggerTimetable(CronTrigger):
         self,
         cron: str,
         *,
-        timezone: Any,
+        timezone: Any = None,
         interval: Any = timedelta(0),
         run_immediately: bool | timedelta | None = False,
     ):
@@ -63,7 +64,7 @@ class CronDataIntervalTimetable(CronIntervals):
     """Intervals from one cron fire to the next, each run due at its end
     (``dagrun.CronIntervals``: what a cron string means)."""
 
-    def __init__(self, cron: str, timezone: Any):
+    def __init__(self, cron: str, timezone: Any = None):
         super().__init__(cron, zone_name(timezone))
 
 

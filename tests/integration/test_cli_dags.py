@@ -434,7 +434,7 @@ TRIGGERED = """
              start_date="2026-01-01"):
         BashTask("t", command="true")
 
-    with DAG("covering", schedule=CronTrigger("30 6 * * *", interval="1h"),
+    with DAG("covering", schedule=CronTrigger("30 0 * * *", interval="1h"),
              timezone="Asia/Dhaka", start_date="2026-01-01"):
         BashTask("t", command="true")
 """
@@ -447,12 +447,23 @@ def test_a_trigger_schedule_through_list_next_run_and_backfill(cli_env, dags_dir
     listed = {d["dag_id"]: d for d in json_out("dags", "list", env=cli_env)}
     assert listed["triggered"]["schedule"] == "trigger 30 6 * * *"
     assert listed["triggered"]["next_logical_date"] == "2026-01-01T00:30:00+00:00"
-    assert listed["covering"]["schedule"] == "trigger 30 6 * * * covering 1:00:00"
+    assert listed["covering"]["schedule"] == "trigger 30 0 * * * covering 1:00:00"
     after = "2026-03-01T00:00:00+00:00"
     entries = json_out("dags", "next", "covering", "-n", "2", "--after", after, env=cli_env)
+    # 00:30 in Dhaka is 18:30 UTC the day before; each run covers the hour before its fire
     assert [(e["logical_date"], e["data_interval_end"]) for e in entries] == [
-        ("2026-03-01T23:30:00+00:00", "2026-03-02T00:30:00+00:00"),
-        ("2026-03-02T23:30:00+00:00", "2026-03-03T00:30:00+00:00"),
+        ("2026-03-01T17:30:00+00:00", "2026-03-01T18:30:00+00:00"),
+        ("2026-03-02T17:30:00+00:00", "2026-03-02T18:30:00+00:00"),
+    ]
+    # its first fire, 00:30 on the start date, covers 23:30 the day before it
+    done = dagrun(
+        "backfill", "covering", "--start", "2025-12-31", "--end", "2026-01-01", env=cli_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    covered = json_out("runs", "list", "covering", env=cli_env)
+    assert [r["logical_date"] for r in covered] == [
+        "2025-12-31T17:30:00+00:00",
+        "2026-01-01T17:30:00+00:00",
     ]
     done = dagrun("run", "triggered", "--date", "2026-01-05", env=cli_env)
     assert done.returncode == 0, done.stdout + done.stderr
