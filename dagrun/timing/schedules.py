@@ -26,9 +26,9 @@ from dagrun.errors import ScheduleError
 from dagrun.timing.cron import compile_cron
 from dagrun.timing.instants import get_zone, parse_duration
 
-#: How a run of a trigger schedule without a start_date decides where to begin: True the
-#: latest fire already past, False the next one, a duration the past fire if it is at most
-#: that old, None the past fire if it is within a tenth of the gap to the next.
+#: How a trigger schedule without a start_date decides where to begin: True the latest
+#: fire already past, False the next one, a duration the past fire if it is at most that
+#: old, None the past fire if within a tenth of the gap to the next (at least 5 minutes).
 RunImmediately = bool | timedelta | None
 
 

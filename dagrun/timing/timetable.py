@@ -404,9 +404,10 @@ class CronTriggerTimetable(CronTimetable):
 
     def first_cursor(self, now: datetime) -> datetime | None:
         """Without a start_date, the first run is chosen from ``now`` by ``run_immediately``
-        as Airflow documents it (and as its 2.10 code does): True the latest fire at or
-        before now, False the next, a duration the latest if no older than that, None the
-        latest if within a tenth of the gap to the next one."""
+        as Airflow documents it: True the latest fire at or before now, False the next, a
+        duration the latest if no older than that, None the latest if no older than a tenth
+        of the gap to the next fire and at least 5 minutes (Airflow 3's rule; its code also
+        reads False so, against its documentation and 2.10's code, which wait for the next)."""
         if self.start is not None:
             return None
         now = as_utc(now)
@@ -421,7 +422,8 @@ class CronTriggerTimetable(CronTimetable):
             elif isinstance(immediately, timedelta):
                 chosen = past if now - past <= immediately else ahead
             elif immediately is None:
-                chosen = past if (now - past) * 10 <= ahead - past else ahead
+                buffer = max((ahead - past) / 10, timedelta(minutes=5))
+                chosen = past if now - past <= buffer else ahead
         return None if chosen is None else chosen - self.interval
 
     def _fire_before(self, instant: datetime) -> datetime | None:

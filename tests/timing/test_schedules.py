@@ -138,13 +138,20 @@ HOURLY_NOW = u("2026-01-05 12:06")  # 6 minutes after a fire, 54 before the next
 )
 def test_without_a_start_date_run_immediately_picks_the_first_run(run_immediately, now, first):
     """Airflow's documented meaning: True the latest past fire, False the next one, a
-    duration the past one if no older than it, None the past one within 10% of the gap."""
+    duration the past one if no older than it, None the past one within 10% of the gap
+    (at least 5 minutes, as Airflow 3 computes it)."""
     schedule = CronTrigger("0 * * * *", run_immediately=run_immediately)
     timetable = make_timetable(schedule, "UTC")
     assert timetable.start is None and timetable.next_interval(None) is None
     cursor = timetable.first_cursor(now)
     assert cursor == u(first)
     assert timetable.due_intervals(cursor, u(first), True)[0].start == u(first)
+
+
+def test_run_immediately_none_waits_at_most_five_minutes_back_for_a_frequent_schedule():
+    every_ten = make_timetable(CronTrigger("*/10 * * * *", run_immediately=None), "UTC")
+    assert every_ten.first_cursor(u("2026-01-05 12:05")) == u("2026-01-05 12:00")
+    assert every_ten.first_cursor(u("2026-01-05 12:06")) == u("2026-01-05 12:10")
 
 
 def test_run_immediately_finds_a_past_fire_far_back_and_ignores_a_start_date():
