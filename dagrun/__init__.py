@@ -15,7 +15,7 @@ from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from dagrun.authoring.assets import Asset
+    from dagrun.authoring.assets import Asset, AssetAll, AssetAny, AssetOrTimeSchedule
     from dagrun.authoring.dag import DAG
     from dagrun.authoring.groups import TaskGroup, task_group
     from dagrun.authoring.params import Param
@@ -27,13 +27,20 @@ if TYPE_CHECKING:
     from dagrun.runtime.partitions import partition
     from dagrun.runtime.variables import Variable
     from dagrun.states import TriggerRule
+    from dagrun.timing.schedules import CronIntervals, CronTrigger, DeltaIntervals
 
 #: Each public name and the module that defines it.
 _HOMES = {
     "DAG": "dagrun.authoring.dag",
     "Asset": "dagrun.authoring.assets",
+    "AssetAll": "dagrun.authoring.assets",
+    "AssetAny": "dagrun.authoring.assets",
+    "AssetOrTimeSchedule": "dagrun.authoring.assets",
     "BashTask": "dagrun.authoring.tasks",
     "Connection": "dagrun.runtime.connections",
+    "CronIntervals": "dagrun.timing.schedules",
+    "CronTrigger": "dagrun.timing.schedules",
+    "DeltaIntervals": "dagrun.timing.schedules",
     "NonRetryableError": "dagrun.errors",
     "Param": "dagrun.authoring.params",
     "PythonTask": "dagrun.authoring.tasks",
@@ -52,8 +59,14 @@ _HOMES = {
 __all__ = [
     "DAG",
     "Asset",
+    "AssetAll",
+    "AssetAny",
+    "AssetOrTimeSchedule",
     "BashTask",
     "Connection",
+    "CronIntervals",
+    "CronTrigger",
+    "DeltaIntervals",
     "NonRetryableError",
     "Param",
     "PythonTask",

@@ -115,7 +115,9 @@ def _backfill_range(spec: DagSpec, start: str, end: str) -> tuple[datetime, date
     spans it: no earlier date is scheduled, so the plan is the same, and the timetable never
     steps back from the first instant ``datetime`` can hold."""
     first, last = cli_range(spec, start, end)
-    dag_start = spec.timetable.start
+    timetable = spec.timetable
+    # A trigger schedule's start_date bounds its fires; its first logical date is earlier.
+    dag_start = None if timetable.start is None else timetable.start - timetable.lead
     if dag_start is not None and first < dag_start <= last:
         first = dag_start
     return first, last

@@ -120,6 +120,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
             for (up, down), label in sorted(dag.edge_labels.items())
             if up in dag.tasks[down].upstream_ids
         ),
+        condition=dag.condition,
     )
 
 

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     import networkx as nx
 
+from dagrun.authoring.assets import ConditionData, condition_assets, condition_text
 from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.parsing.scopes import (
     SetupScope,
@@ -25,7 +26,14 @@ from dagrun.parsing.scopes import (
     setup_scopes,
 )
 from dagrun.states import TriggerRule
-from dagrun.timing.timetable import DataInterval, Expansion, Timetable, make_timetable
+from dagrun.timing.schedules import SCHEDULE_TYPES
+from dagrun.timing.timetable import (
+    DataInterval,
+    Expansion,
+    TimeSchedule,
+    Timetable,
+    make_timetable,
+)
 
 
 @dataclass(frozen=True)
@@ -77,7 +85,9 @@ class TaskSpec:
 class DagSpec:
     dag_id: str
     fileloc: str
-    schedule: str | float | None
+    #: A cron string or preset, seconds (a timedelta), a schedule object's data
+    #: (``dagrun.timing.schedules``) or None.
+    schedule: str | float | dict[str, Any] | None
     timezone: str
     start_date: str | None
     end_date: str | None
@@ -104,6 +114,9 @@ class DagSpec:
     assets: tuple[str, ...] = ()
     #: Labelled edges, each (upstream id, downstream id, label): shown, never decided on.
     edge_labels: tuple[tuple[str, str, str], ...] = ()
+    #: An Airflow-style asset condition (``authoring.assets.ConditionData``): a run when it
+    #: holds over the assets with new events, whatever their keys; None for none.
+    condition: ConditionData | None = None
 
     @cached_property
     def timetable(self) -> Timetable:
@@ -195,7 +208,10 @@ class DagSpec:
         after ``latest_run``, the DAG's latest scheduled or backfilled run (a backfill ahead
         of the cursor leaves nothing for the scheduler to create before it); with
         catchup=False the latest complete interval when some were missed. ``dags list`` and
-        the web page both show this."""
+        the web page both show this. A trigger schedule with no start_date begins where
+        the scheduler would begin it now (``Timetable.first_cursor``)."""
+        if cursor is None and latest_run is None:
+            cursor = self.timetable.first_cursor(now)
         if latest_run is not None:
             past_latest = latest_run + timedelta(microseconds=1)
             cursor = past_latest if cursor is None else max(cursor, past_latest)
@@ -206,13 +222,24 @@ class DagSpec:
         after = cursor - timedelta(microseconds=1) if cursor else None
         return self.timetable.next_interval(after)
 
+    @cached_property
+    def condition_assets(self) -> tuple[str, ...]:
+        """The assets the DAG's condition names (none without one)."""
+        return () if self.condition is None else condition_assets(self.condition)
+
     @property
     def schedule_text(self) -> str:
-        """The schedule in words; for a DAG scheduled on assets, the assets it waits for."""
+        """The schedule in words; for a DAG scheduled on assets, the assets it waits for
+        (``a, b`` per partition key, ``a & (b | c)`` for a condition)."""
         if self.assets:
             text = "assets: " + ", ".join(self.assets)
-            return text if len(text) <= 250 else text[:246] + " ..."
-        return self.timetable.description
+        elif self.condition is not None:
+            text = "assets: " + condition_text(self.condition)
+            if self.timetable.schedulable:
+                text += f" or {self.timetable.description}"
+        else:
+            return self.timetable.description
+        return text if len(text) <= 250 else text[:246] + " ..."
 
     def graph(self) -> nx.DiGraph:
         import networkx as nx
@@ -310,14 +337,20 @@ def spec_from(spec_hash: str, spec_json: str) -> DagSpec:
     return found
 
 
-def _schedule_value(schedule: str | float | None) -> str | timedelta | None:
+def _schedule_value(schedule: str | float | dict[str, Any] | None) -> TimeSchedule:
     if isinstance(schedule, int | float):
         return timedelta(seconds=schedule)
     return schedule
 
 
-def serialise_schedule(schedule: str | timedelta | None) -> str | float | None:
-    return schedule.total_seconds() if isinstance(schedule, timedelta) else schedule
+def serialise_schedule(schedule: TimeSchedule) -> str | float | dict[str, Any] | None:
+    """A DAG's time schedule as its spec keeps it (specs stored before schedule objects
+    existed hold the same strings, seconds and None)."""
+    if isinstance(schedule, timedelta):
+        return schedule.total_seconds()
+    if isinstance(schedule, SCHEDULE_TYPES):
+        return schedule.to_data()
+    return schedule
 
 
 def iso_or_none(value: datetime | None) -> str | None:
