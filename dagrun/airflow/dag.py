@@ -118,7 +118,7 @@ class DAG(native.DAG):
         self.user_defined_filters = dict(user_defined_filters or {})
         for name, value in sorted(ignored.items()):
             if value is not None and value is not False:
-                self.warn(f"{name}: accepted but not acted on by dagrun (DAG '{dag_id}')")
+                self.warn(f"{name}: accepted but not acted on by dagrun")
 
     @property
     def task_ids(self) -> list[str]:
