@@ -6,8 +6,9 @@ whole text to print, so the command only picks one and any other view can reuse 
 
 The JSON document: ``{"dag_id", "tasks": [{"task_id", "group", "kind", "upstream",
 "downstream", "trigger_rule", "retries", "pool", "is_setup", "is_teardown"}], "edges":
-[[upstream, downstream], ...]}``, tasks and edges in topological order. The drawings show a
-teardown's edge from its setup dashed, as Airflow's graph does.
+[[upstream, downstream], ...], "labels": [[upstream, downstream, label], ...]}``, tasks and
+edges in topological order. The drawings show a teardown's edge from its setup dashed, as
+Airflow's graph does, and an edge's label (Airflow's ``Label``) on it.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ def to_json(spec: DagSpec) -> str:
             for t in spec.tasks
         ],
         "edges": [list(edge) for edge in _edges(spec)],
+        "labels": [list(label) for label in spec.edge_labels],
     }
     return json.dumps(document, indent=2)
 
@@ -63,9 +65,13 @@ def to_dot(spec: DagSpec) -> str:
             lines.append(f"{indent}}}")
 
     emit(group_tree(spec), "  ")
+    labels = spec.labels
     for up, down in _edges(spec):
-        dashed = " [style=dashed]" if _paired(spec, up, down) else ""
-        lines.append(f"  {_dot_quote(up)} -> {_dot_quote(down)}{dashed};")
+        style = ["style=dashed"] if _paired(spec, up, down) else []
+        if (up, down) in labels:
+            style.append(f"label={_dot_quote(labels[up, down])}")
+        shown = f" [{', '.join(style)}]" if style else ""
+        lines.append(f"  {_dot_quote(up)} -> {_dot_quote(down)}{shown};")
     lines.append("}")
     return "\n".join(lines)
 
@@ -86,10 +92,12 @@ def to_mermaid(spec: DagSpec) -> str:
             lines.append(f"{indent}end")
 
     emit(group_tree(spec), "  ")
-    lines.extend(
-        f"  {node[up]} {'-.->' if _paired(spec, up, down) else '-->'} {node[down]}"
-        for up, down in _edges(spec)
-    )
+    labels = spec.labels
+    for up, down in _edges(spec):
+        arrow = "-.->" if _paired(spec, up, down) else "-->"
+        if (up, down) in labels:
+            arrow += f"|{_mermaid_text(labels[up, down])}|"
+        lines.append(f"  {node[up]} {arrow} {node[down]}")
     return "\n".join(lines)
 
 

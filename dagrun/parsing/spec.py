@@ -143,6 +143,11 @@ class DagSpec:
         return {task_id: tuple(ids) for task_id, ids in found.items()}
 
     @cached_property
+    def labels(self) -> dict[tuple[str, str], str]:
+        """Each labelled edge's label, by (upstream id, downstream id)."""
+        return {(up, down): label for up, down, label in self.edge_labels}
+
+    @cached_property
     def position(self) -> dict[str, int]:
         """Each task's place in ``tasks``, which is topological order."""
         return {t.task_id: i for i, t in enumerate(self.tasks)}

@@ -44,7 +44,7 @@ def spec(dags_dir: Path) -> DagSpec:
 
 def test_json_lists_tasks_in_order_with_groups_and_both_directions(spec):
     document = json.loads(to_json(spec))
-    assert set(document) == {"dag_id", "tasks", "edges"}
+    assert set(document) == {"dag_id", "tasks", "edges", "labels"}
     assert document["dag_id"] == "grouped"
     assert [t["task_id"] for t in document["tasks"]] == ORDER
     assert document["edges"] == EDGES
@@ -171,3 +171,26 @@ def test_a_teardowns_edge_from_its_setup_is_dashed(dags_dir: Path):
     tasks = {t["task_id"]: t for t in json.loads(to_json(spec))["tasks"]}
     assert (tasks["make"]["is_setup"], tasks["drop"]["is_teardown"]) == (True, True)
     assert not (tasks["use"]["is_setup"] or tasks["use"]["is_teardown"])
+
+
+def test_an_edge_label_is_drawn_on_its_edge_in_every_format(dags_dir: Path):
+    path = write_dag(
+        dags_dir,
+        "labelled.py",
+        """
+        from airflow import DAG
+        from airflow.operators.empty import EmptyOperator
+        from airflow.utils.edgemodifier import Label
+
+        with DAG("labelled", schedule=None):
+            check = EmptyOperator(task_id="check")
+            check >> Label("rows > 0") >> EmptyOperator(task_id="load")
+            check >> EmptyOperator(task_id="alert")
+        """,
+    )
+    spec = loader.load_file(str(path))[0][0]
+    assert spec.edge_labels == (("check", "load", "rows > 0"),)
+    dot = to_dot(spec).splitlines()
+    assert '  "check" -> "load" [label="rows > 0"];' in dot and '  "check" -> "alert";' in dot
+    assert '  t0 -->|"rows > 0"| t1' in to_mermaid(spec).splitlines()
+    assert json.loads(to_json(spec))["labels"] == [["check", "load", "rows > 0"]]
