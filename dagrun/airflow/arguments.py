@@ -10,6 +10,7 @@ of an operator's ``__init__`` that the call leaves out, as Airflow applies them.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Mapping
 from datetime import timedelta
@@ -160,8 +161,10 @@ def with_defaults(
     return completed
 
 
-def _parameters(init: Any) -> set[str]:
-    """The named parameters of a class's ``__init__`` and those of its bases'."""
+@functools.cache
+def _parameters(init: Any) -> frozenset[str]:
+    """The named parameters of a class's ``__init__`` and those of its bases' (worked out
+    once per class: signatures are slow to read, and a file makes many tasks of a class)."""
     names: set[str] = set()
     for klass in getattr(init, "__mro__", ()):
         method = klass.__dict__.get("__init__")
@@ -171,4 +174,4 @@ def _parameters(init: Any) -> set[str]:
             if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
                 names.add(name)
     names.discard("self")
-    return names
+    return frozenset(names)

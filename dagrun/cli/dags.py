@@ -11,6 +11,7 @@ import click
 from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
 from dagrun.errors import UsageError
 from dagrun.parsing.graph_export import RENDERERS
+from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.store import audit, dag_reads, registry, run_reads
 from dagrun.timing.instants import iso, parse_cli_instant
 
@@ -126,7 +127,7 @@ def _show_table(row: dag_reads.DagRow) -> None:
     click.echo(f"file {row.fileloc}")
     headers = ["#", "task_id", "group", "kind", "upstream", "trigger_rule", "retries"]
     rows = [
-        [i, t.task_id, t.group or "-", t.kind, _names(t.upstream), t.trigger_rule, t.retries]
+        [i, _marked(t), t.group or "-", t.kind, _upstream(spec, t), t.trigger_rule, t.retries]
         for i, t in enumerate(spec.tasks, 1)
     ]
     if not any(t.group for t in spec.tasks):  # a DAG without groups keeps its old table
@@ -134,6 +135,22 @@ def _show_table(row: dag_reads.DagRow) -> None:
         for line in rows:
             del line[2]
     echo_table(headers, rows)
+
+
+def _upstream(spec: DagSpec, task: TaskSpec) -> str:
+    """A task's upstream ids, each with its edge's label in parentheses where it has one."""
+    labels = spec.labels
+    shown = [
+        f"{up} ({labels[up, task.task_id]})" if (up, task.task_id) in labels else up
+        for up in task.upstream
+    ]
+    return _names(tuple(shown))
+
+
+def _marked(task: TaskSpec) -> str:
+    """A task's id, with ``(setup)`` or ``(teardown)`` after it for those."""
+    role = " (setup)" if task.is_setup else " (teardown)" if task.is_teardown else ""
+    return task.task_id + role
 
 
 def _names(task_ids: tuple[str, ...]) -> str:

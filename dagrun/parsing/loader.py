@@ -32,6 +32,7 @@ from dagrun.parsing.spec import (
     iso_or_none,
     serialise_schedule,
 )
+from dagrun.states import TriggerRule
 from dagrun.timing.timetable import CronTimetable
 
 
@@ -93,6 +94,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         raise DagFileError(
             path, f"DAG '{dag.dag_id}' has a cycle: {' -> '.join(names)}", dag.definition_line
         )
+    _check_setups(dag, path)
     tasks = tuple(
         _task_spec(dag.tasks[task_id])
         for task_id in nx.lexicographical_topological_sort(graph, key=order.__getitem__)
@@ -124,6 +126,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
             for (up, down), label in sorted(dag.edge_labels.items())
             if up in dag.tasks[down].upstream_ids
         ),
+        condition=dag.condition,
     )
 
 
@@ -149,7 +152,29 @@ def _task_spec(task) -> TaskSpec:
         mapped=tuple(_map_source(n, v) for n, v in getattr(task, "mapped", {}).items()),
         outlets=tuple(o["outlets"] or ()),
         sensor=getattr(task, "sensor", None),
+        is_setup=task.is_setup,
+        is_teardown=task.is_teardown,
+        on_failure_fail_dagrun=task.on_failure_fail_dagrun,
+        ignore_downstream_trigger_rules=getattr(task, "ignore_downstream_trigger_rules", True),
     )
+
+
+def _check_setups(dag: DAG, path: str) -> None:
+    """A task directly after a setup is a teardown or keeps ``all_success`` (Airflow's
+    ``DAG.validate_setup_teardown``): it is in the setup's scope, and clearing a task
+    further down runs the setup again before it, which another rule would not wait for."""
+    for task in dag.tasks.values():
+        if task.is_teardown or task.trigger_rule == TriggerRule.ALL_SUCCESS:
+            continue
+        setups = [u for u in task.upstream_ids if dag.tasks[u].is_setup]
+        if setups:
+            raise DagFileError(
+                path,
+                f"DAG '{dag.dag_id}': task '{task.task_id}' comes right after setup task "
+                f"'{setups[0]}', so its trigger rule must be all_success, not "
+                f"{task.trigger_rule} (or make it a teardown)",
+                dag.definition_line,
+            )
 
 
 def _map_source(name: str, value: Any) -> tuple[str, str | None, int | None]:

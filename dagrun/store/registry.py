@@ -18,7 +18,7 @@ from sqlalchemy import Connection, delete, update
 
 from dagrun.errors import DagNotFound
 from dagrun.parsing.spec import DagSpec, FileWarning, digest_of
-from dagrun.store import dag_reads, sql
+from dagrun.store import asset_triggers, dag_reads, sql
 from dagrun.store.schema import dag, dag_cap, dag_file
 from dagrun.store.sql import Statement, name_all, upsert
 from dagrun.store.sql import bind as _b
@@ -130,7 +130,8 @@ def save_dag(conn: Connection, spec: DagSpec, now: datetime) -> None:
 
 def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
     """Upsert DAG rows: a new DAG starts (un)paused as it asks; an existing one keeps its
-    pause flag and scheduler cursor."""
+    pause flag and scheduler cursor. A DAG with an asset condition gets its cursor over
+    asset events the first time (``asset_triggers.start_cursors``)."""
     rows = []
     for spec in specs:
         text = spec.to_json()
@@ -150,6 +151,7 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
             }
         )
     sql.execute_many(conn, UPSERT_DAGS, rows)
+    asset_triggers.start_cursors(conn, specs)
     capped = [s for s in specs if s.max_active_tasks is not None]
     sql.execute_many(
         conn,

@@ -455,6 +455,32 @@ def test_dags_show_draws_groups_as_a_table_json_and_mermaid(cli_env, dags_dir):
     assert "  t2 --> t3" in lines
 
 
+def test_dags_show_marks_setups_and_teardowns(cli_env, dags_dir):
+    write_dag(
+        dags_dir,
+        "paired.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("paired"):
+            make = BashTask("make", command="echo").as_setup()
+            drop = BashTask("drop", command="echo")
+            make >> BashTask("use", command="echo") >> drop.as_teardown(setups=make)
+        """,
+    )
+    table = dagrun("dags", "show", "paired", env=cli_env)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[3:]]
+    assert [row[1:3] for row in rows] == [
+        ["make", "(setup)"],
+        ["use", "bash"],
+        ["drop", "(teardown)"],
+    ]
+    assert rows[2][-2:] == ["all_done_setup_success", "0"]
+    dot = dagrun("dags", "show", "paired", "--format", "dot", env=cli_env)
+    assert '  "make" -> "drop" [style=dashed];' in dot.stdout.splitlines()
+
+
 def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dags_dir):
     """A backfill ahead of the scheduler's cursor: the next run is after the backfilled
     range, not the cursor's date (which already has a run and would be skipped)."""
@@ -487,3 +513,55 @@ def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dag
     assert shown["next_logical_date"] == after
     assert shown["next_due_at"] == "2026-03-02T00:00:00+00:00"
     assert "due <time" in page and "2026-03-02" in page
+
+
+TRIGGERED = """
+    from dagrun import DAG, BashTask, CronTrigger
+
+    with DAG("triggered", schedule=CronTrigger("30 6 * * *"), timezone="Asia/Dhaka",
+             start_date="2026-01-01"):
+        BashTask("t", command="true")
+
+    with DAG("covering", schedule=CronTrigger("30 0 * * *", interval="1h"),
+             timezone="Asia/Dhaka", start_date="2026-01-01"):
+        BashTask("t", command="true")
+"""
+
+
+def test_a_trigger_schedule_through_list_next_run_and_backfill(cli_env, dags_dir):
+    """A trigger schedule's runs are dated by their fire times (06:30 in Dhaka is 00:30
+    UTC), which every command reads: the list, the next runs, run --date, backfill."""
+    write_dag(dags_dir, "triggered.py", TRIGGERED)
+    listed = {d["dag_id"]: d for d in json_out("dags", "list", env=cli_env)}
+    assert listed["triggered"]["schedule"] == "trigger 30 6 * * *"
+    assert listed["triggered"]["next_logical_date"] == "2026-01-01T00:30:00+00:00"
+    assert listed["covering"]["schedule"] == "trigger 30 0 * * * covering 1:00:00"
+    after = "2026-03-01T00:00:00+00:00"
+    entries = json_out("dags", "next", "covering", "-n", "2", "--after", after, env=cli_env)
+    # 00:30 in Dhaka is 18:30 UTC the day before; each run covers the hour before its fire
+    assert [(e["logical_date"], e["data_interval_end"]) for e in entries] == [
+        ("2026-03-01T17:30:00+00:00", "2026-03-01T18:30:00+00:00"),
+        ("2026-03-02T17:30:00+00:00", "2026-03-02T18:30:00+00:00"),
+    ]
+    # its first fire, 00:30 on the start date, covers 23:30 the day before it
+    done = dagrun(
+        "backfill", "covering", "--start", "2025-12-31", "--end", "2026-01-01", env=cli_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    covered = json_out("runs", "list", "covering", env=cli_env)
+    assert [r["logical_date"] for r in covered] == [
+        "2025-12-31T17:30:00+00:00",
+        "2026-01-01T17:30:00+00:00",
+    ]
+    done = dagrun("run", "triggered", "--date", "2026-01-05", env=cli_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = dagrun(
+        "backfill", "triggered", "--start", "2026-01-01", "--end", "2026-01-02", env=cli_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json_out("runs", "list", "triggered", env=cli_env)
+    assert [(r["logical_date"], r["run_type"], r["state"]) for r in runs] == [
+        ("2026-01-01T00:30:00+00:00", "backfill", "success"),
+        ("2026-01-02T00:30:00+00:00", "backfill", "success"),
+        ("2026-01-05T00:30:00+00:00", "manual", "success"),
+    ]
