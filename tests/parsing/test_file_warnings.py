@@ -38,7 +38,7 @@ EXPECTED = [
     FileWarning(10, "owner: accepted but not acted on by dagrun"),
     FileWarning(11, "sla: accepted but not acted on by dagrun"),
     FileWarning(17, "weight_rule: accepted but not acted on by dagrun"),
-    FileWarning(19, "owner_links: accepted but not acted on by dagrun (DAG 'second')"),
+    FileWarning(19, "owner_links: accepted but not acted on by dagrun"),
 ]
 NATIVE = """
     from dagrun import DAG, BashTask
