@@ -317,10 +317,12 @@ def _bound_otherwise(node: ast.AST) -> Iterator[str]:
         yield node.arg
     elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
         yield node.name
-    elif isinstance(node, ast.Import | ast.ImportFrom) and not _is_airflow(
-        (node.module or "") if isinstance(node, ast.ImportFrom) else node.names[0].name
-    ):
-        yield from ((a.asname or a.name).split(".")[0] for a in node.names)
+    elif isinstance(node, ast.Import):
+        yield from (
+            (a.asname or a.name).split(".")[0] for a in node.names if not _is_airflow(a.name)
+        )
+    elif isinstance(node, ast.ImportFrom) and (node.level or not _is_airflow(node.module or "")):
+        yield from (a.asname or a.name for a in node.names)
 
 
 def _is_partial(node: ast.expr) -> bool:

@@ -268,6 +268,12 @@ def test_a_name_the_file_gives_another_value_is_left_alone() -> None:
     )
 
 
+def test_an_import_of_airflow_beside_another_module_still_binds() -> None:
+    assert unsupported("import json, airflow.operators.empty\nairflow.operators.empty.Nope\n") == [
+        ("airflow.operators.empty.Nope", 2)
+    ]
+
+
 def test_a_syntax_error_and_a_file_without_airflow() -> None:
     broken = found("from airflow import DAG\nDAG('d'\n")
     assert not broken.ok and broken.unsupported[0].name == "syntax error"
