@@ -22,6 +22,7 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from dagrun.authoring import dag as native
+from dagrun.authoring.context_names import ALL_CONTEXT_NAMES
 from dagrun.authoring.params import ParamRef
 from dagrun.errors import DagDefinitionError
 from dagrun.timing.schedules import CronTrigger
@@ -55,6 +56,8 @@ UNSUPPORTED_PRESETS = frozenset({"@continuous"})
 
 class DAG(native.DAG):
     """Airflow's DAG (2.x defaults: daily without a schedule, catchup on)."""
+
+    context_names = ALL_CONTEXT_NAMES
 
     default_schedule: Any = timedelta(days=1)
     default_catchup = True

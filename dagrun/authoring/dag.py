@@ -19,6 +19,7 @@ from types import FrameType
 from typing import TYPE_CHECKING, Any, Self
 
 from dagrun.authoring.assets import ConditionData, split_schedule
+from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.authoring.options import callables, check_options, is_whole
 from dagrun.authoring.params import serialise
 from dagrun.errors import DagDefinitionError
@@ -68,6 +69,10 @@ def check_id(kind: str, value: object, **where: str | None) -> str:
 
 class DAG:
     """A pipeline: a schedule, a time zone, policies, and a graph of tasks."""
+
+    #: The context names its callbacks receive (a DAG made by ``dagrun.airflow`` gives
+    #: Airflow's too).
+    context_names: tuple[str, ...] = CONTEXT_NAMES
 
     def __init__(
         self,
