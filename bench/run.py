@@ -31,6 +31,7 @@ WORKLOADS = {
     "W1L": workloads.w1l,
     "W2": workloads.w2,
     "W3": workloads.w3,
+    "W3A": workloads.w3a,
     "W4": worker_scale.w4,
     "W5": workloads.w5,
     "W6": workloads.w6,

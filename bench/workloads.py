@@ -313,6 +313,38 @@ def w3(ctx: Context) -> dict:
     return result
 
 
+def w3a(ctx: Context) -> dict:
+    """W3's folder written twice, natively and as Airflow files: cold ``dags list`` of
+    each, alternated in the same repetition, and their ratio (Airflow / native)."""
+    files = 10 if ctx.tiny else 100
+    native, airflow = [], []
+    for rep in range(ctx.repeat):
+        folders = ctx.folder(f"W3A-native-{rep}"), ctx.folder(f"W3A-airflow-{rep}")
+        for i in range(files):
+            graph = graphs.fan(f"dag_{i:03d}", width=8)
+            graph.write_dag_file(folders[0] / "dags")
+            graph.write_airflow_file(folders[1] / "dags")
+        native.append(run_cli(folders[0], "dags", "list"))
+        airflow.append(run_cli(folders[1], "dags", "list"))
+    native_s = spread([m.seconds for m in native])
+    airflow_s = spread([m.seconds for m in airflow])
+    ratio = airflow_s["median"] / native_s["median"]
+    pairs = [a.seconds / n.seconds for a, n in zip(airflow, native, strict=True)]
+    return {
+        "title": f"dags list, {files} Airflow-style files x 10 tasks vs the same DAGs native",
+        "unit": "file",
+        "units": files,
+        "command": "dagrun dags list",
+        "wall_s": airflow_s,
+        "native_s": native_s,
+        "rate": files / airflow_s["median"],
+        "ratio_to_native": ratio,
+        "pair_ratios": pairs,
+        "memory": memory(airflow),
+        "targets": [target("Airflow-style parse / native parse", ratio, 1.25, at_most=True)],
+    }
+
+
 def time_unchanged_sync(folder: Path, tries: int = 3) -> float:
     """In-process ``sync_dags`` on a folder parsed before: the parse work a tick pays."""
     from dagrun.runtime.dag_sync import sync_dags

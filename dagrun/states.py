@@ -118,15 +118,34 @@ class CallbackState(StrEnum):
 
 class TriggerRule(StrEnum):
     """When a task may run given its upstream states, with Airflow's meanings; each is
-    stated as sets in ``dagrun.store.readiness._RULES``."""
+    stated as sets in ``dagrun.store.readiness._RULES``. Airflow's deprecated names
+    (``TRIGGER_RULE_ALIASES``) give the rule they stand for: ``TriggerRule("dummy")`` is
+    ``ALWAYS``, so a task made with one records the canonical value."""
 
     ALL_SUCCESS = "all_success"
     ALL_DONE = "all_done"
     ALL_FAILED = "all_failed"
     ONE_SUCCESS = "one_success"
     ONE_FAILED = "one_failed"
+    ONE_DONE = "one_done"
     NONE_FAILED = "none_failed"
     NONE_FAILED_MIN_ONE_SUCCESS = "none_failed_min_one_success"
     NONE_SKIPPED = "none_skipped"
     ALL_SKIPPED = "all_skipped"
+    ALL_DONE_MIN_ONE_SUCCESS = "all_done_min_one_success"
+    #: A teardown's rule (``Task.as_teardown``): every upstream finished and, if any of its
+    #: direct upstream tasks are setups, at least one of those succeeded.
+    ALL_DONE_SETUP_SUCCESS = "all_done_setup_success"
     ALWAYS = "always"
+
+    @classmethod
+    def _missing_(cls, value: object) -> TriggerRule | None:
+        alias = TRIGGER_RULE_ALIASES.get(value) if isinstance(value, str) else None
+        return None if alias is None else cls(alias)
+
+
+#: Airflow's deprecated rule names and the rules they mean (Airflow 2 accepted both).
+TRIGGER_RULE_ALIASES = {
+    "none_failed_or_skipped": TriggerRule.NONE_FAILED_MIN_ONE_SUCCESS.value,
+    "dummy": TriggerRule.ALWAYS.value,
+}

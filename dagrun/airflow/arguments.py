@@ -10,11 +10,13 @@ of an operator's ``__init__`` that the call leaves out, as Airflow applies them.
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Mapping
 from datetime import timedelta
 from typing import Any
 
+from dagrun.airflow import mail
 from dagrun.authoring.dag import DAG
 from dagrun.errors import DagDefinitionError
 
@@ -105,7 +107,8 @@ def split(
     arguments: Mapping[str, Any], dag: DAG, task_id: str
 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """Airflow task arguments as (native options, the arguments kept on the task); those
-    dagrun ignores are warned about on ``dag`` and dropped. Airflow's defaults come first."""
+    dagrun ignores are warned about on ``dag`` and dropped. Airflow's defaults come first;
+    ``email`` adds its mail to the callbacks (``dagrun.airflow.mail``)."""
     native: dict[str, Any] = dict(AIRFLOW_DEFAULTS)
     kept: dict[str, Any] = {}
     for name, value in arguments.items():
@@ -114,14 +117,15 @@ def split(
         elif name in KEPT:
             kept[name] = value
         elif name in IGNORED:
-            if value is not None and value is not False:
-                dag.warn(f"{name}: accepted but not acted on by dagrun (task '{task_id}')")
+            if value is not None and value is not False:  # once per file, at its first task
+                dag.warn(f"{name}: accepted but not acted on by dagrun")
         else:
             raise DagDefinitionError(
                 f"invalid argument {name!r} (not an argument of Airflow's tasks)",
                 dag_id=dag.dag_id,
                 task_id=task_id,
             )
+    mail.add_email_callbacks(native, kept, dag, task_id)
     return native, kept
 
 
@@ -157,8 +161,10 @@ def with_defaults(
     return completed
 
 
-def _parameters(init: Any) -> set[str]:
-    """The named parameters of a class's ``__init__`` and those of its bases'."""
+@functools.cache
+def _parameters(init: Any) -> frozenset[str]:
+    """The named parameters of a class's ``__init__`` and those of its bases' (worked out
+    once per class: signatures are slow to read, and a file makes many tasks of a class)."""
     names: set[str] = set()
     for klass in getattr(init, "__mro__", ()):
         method = klass.__dict__.get("__init__")
@@ -168,4 +174,4 @@ def _parameters(init: Any) -> set[str]:
             if param.kind in (param.POSITIONAL_OR_KEYWORD, param.KEYWORD_ONLY):
                 names.add(name)
     names.discard("self")
-    return names
+    return frozenset(names)

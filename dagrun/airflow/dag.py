@@ -22,8 +22,10 @@ from datetime import datetime, timedelta, tzinfo
 from typing import Any
 
 from dagrun.authoring import dag as native
+from dagrun.authoring.context_names import ALL_CONTEXT_NAMES
 from dagrun.authoring.params import ParamRef
 from dagrun.errors import DagDefinitionError
+from dagrun.timing.schedules import CronTrigger
 
 _NOT_SET: Any = object()
 
@@ -49,11 +51,13 @@ IGNORED = frozenset(
 )
 
 #: Schedules Airflow has and dagrun does not.
-_UNSUPPORTED_PRESETS = frozenset({"@continuous"})
+UNSUPPORTED_PRESETS = frozenset({"@continuous"})
 
 
 class DAG(native.DAG):
     """Airflow's DAG (2.x defaults: daily without a schedule, catchup on)."""
+
+    context_names = ALL_CONTEXT_NAMES
 
     default_schedule: Any = timedelta(days=1)
     default_catchup = True
@@ -117,7 +121,7 @@ class DAG(native.DAG):
         self.user_defined_filters = dict(user_defined_filters or {})
         for name, value in sorted(ignored.items()):
             if value is not None and value is not False:
-                self.warn(f"{name}: accepted but not acted on by dagrun (DAG '{dag_id}')")
+                self.warn(f"{name}: accepted but not acted on by dagrun")
 
     @property
     def task_ids(self) -> list[str]:
@@ -143,7 +147,7 @@ class DAG(native.DAG):
                 "give one of schedule, schedule_interval and timetable", dag_id=dag_id
             )
         chosen = given[0] if given else self.default_schedule
-        if isinstance(chosen, str) and chosen.strip() in _UNSUPPORTED_PRESETS:
+        if isinstance(chosen, str) and chosen.strip() in UNSUPPORTED_PRESETS:
             raise DagDefinitionError(
                 f"schedule {chosen!r} is not provided by dagrun", dag_id=dag_id
             )
@@ -156,10 +160,19 @@ class DAG(native.DAG):
 
 
 class SdkDAG(DAG):
-    """Airflow 3's DAG (``airflow.sdk``): no schedule and no catchup by default."""
+    """Airflow 3's DAG (``airflow.sdk``): no schedule and no catchup by default, and a cron
+    string (or preset) is a trigger schedule, as Airflow 3's default
+    ``create_cron_data_intervals=False`` makes it: a run at each fire time, whose logical
+    date is that time."""
 
     default_schedule = None
     default_catchup = False
+
+    def _schedule(self, dag_id: str, schedule: Any, interval: Any, timetable: Any) -> Any:
+        chosen = super()._schedule(dag_id, schedule, interval, timetable)
+        if isinstance(chosen, str) and chosen.strip() != "@once":
+            return CronTrigger(chosen)
+        return chosen
 
 
 def zone_name(zone: tzinfo | None) -> str:

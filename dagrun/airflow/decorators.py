@@ -18,11 +18,18 @@ from typing import Any
 from dagrun.airflow import arguments as args_
 from dagrun.airflow.operators import AirflowTask, airflow_options, default_args_for, in_group
 from dagrun.airflow.structure import TaskGroup
+from dagrun.airflow.virtualenv import serializer
 from dagrun.authoring import groups
 from dagrun.authoring.dag import DAG, current_dag
 from dagrun.authoring.options import split_sensor_options
-from dagrun.authoring.python_environments import PythonEnvironment
-from dagrun.authoring.taskflow import TaskFunction
+from dagrun.authoring.python_environments import (
+    PythonEnvironment,
+    external_environment,
+    virtualenv_environment,
+)
+from dagrun.authoring.taskflow import TaskFunction, elsewhere
+from dagrun.authoring.taskflow import setup as native_setup
+from dagrun.authoring.taskflow import teardown as native_teardown
 from dagrun.authoring.tasks import PythonTask
 from dagrun.errors import DagDefinitionError
 from dagrun.runtime import current
@@ -61,7 +68,6 @@ class AirflowPythonTask(AirflowTask, PythonTask):
         if multiple_outputs is None:
             multiple_outputs = returns_dict(python_callable)
         attributes.pop("multiple_outputs", None)
-        self.ignore_downstream_trigger_rules = bool(ignore_downstream_trigger_rules)
         with in_group(dag, task_group):
             super().__init__(
                 task_id,
@@ -75,6 +81,7 @@ class AirflowPythonTask(AirflowTask, PythonTask):
                 multiple_outputs=multiple_outputs,
                 environment=environment,
                 templates_dict=templates_dict,
+                ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
                 **natives,
             )
         for name, value in attributes.items():
@@ -167,15 +174,17 @@ def _command_of(function: Callable[..., Any], shell: dict[str, Any]) -> Callable
 
 
 def _virtualenv(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
-    from dagrun.airflow.virtualenv import virtualenv_task
-
-    return virtualenv_task(python_callable, **options)
+    """``@task.virtualenv(requirements=[...], ...)``: Airflow's default is
+    ``system_site_packages=True``."""
+    options = serializer(options)
+    options.setdefault("system_site_packages", True)
+    return elsewhere(python_callable, options, virtualenv_environment, None, AirflowPythonTask)
 
 
 def _external_python(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
-    from dagrun.airflow.virtualenv import external_python_task
-
-    return external_python_task(python_callable, **options)
+    """``@task.external_python(python="/path/to/python", ...)``."""
+    options = serializer(options)
+    return elsewhere(python_callable, options, external_environment, None, AirflowPythonTask)
 
 
 task.python = task  # type: ignore[attr-defined]
@@ -210,3 +219,26 @@ def task_group(
         return groups.TaskGroupFunction(function, group_id, options, TaskGroup)
 
     return make if python_callable is None else make(python_callable)
+
+
+def setup(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@setup`` (directly, or above ``@task``): each task the function adds is a setup."""
+    if python_callable is None:
+        return lambda f: setup(f, **options)
+    made = python_callable if isinstance(python_callable, TaskFunction) else task(**options)
+    return native_setup(made if made is python_callable else made(python_callable))
+
+
+def teardown(
+    python_callable: Callable[..., Any] | None = None,
+    *,
+    on_failure_fail_dagrun: bool = False,
+    **options: Any,
+) -> Any:
+    """``@teardown`` (directly, or above ``@task``): each task the function adds is a
+    teardown, whose failure fails the run only with ``on_failure_fail_dagrun``."""
+    if python_callable is None:
+        return lambda f: teardown(f, on_failure_fail_dagrun=on_failure_fail_dagrun, **options)
+    made = python_callable if isinstance(python_callable, TaskFunction) else task(**options)
+    function = made if made is python_callable else made(python_callable)
+    return native_teardown(function, on_failure_fail_dagrun=on_failure_fail_dagrun)

@@ -15,7 +15,6 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dagrun.airflow.decorators import AirflowPythonTask
 from dagrun.airflow.operators import PythonOperator, determine_kwargs
 from dagrun.authoring.context_names import PORTABLE_CONTEXT_NAMES, TEMPLATES_DICT
 from dagrun.authoring.python_environments import (
@@ -24,7 +23,6 @@ from dagrun.authoring.python_environments import (
     function_source,
     virtualenv_environment,
 )
-from dagrun.authoring.taskflow import elsewhere
 from dagrun.runtime import virtualenvs
 
 #: Airflow's arguments of the environment, each a native one.
@@ -63,7 +61,7 @@ def _split(kwargs: dict[str, Any], names: tuple[str, ...]) -> dict[str, Any]:
     return {k: kwargs.pop(k) for k in names if k in kwargs}
 
 
-def _serializer(options: dict[str, Any]) -> dict[str, Any]:
+def serializer(options: dict[str, Any]) -> dict[str, Any]:
     """Airflow's ``use_dill=True`` is ``serializer="dill"``; its default is pickle."""
     if options.pop("use_dill", False):
         options["serializer"] = "dill"
@@ -79,7 +77,7 @@ class PythonVirtualenvOperator(_ElsewhereOperator):
     template_fields = (*PythonOperator.template_fields, "requirements")
 
     def __init__(self, *, python_callable: Callable[..., Any], **kwargs: Any):
-        own = _serializer(_split(kwargs, (*_VIRTUALENV, *_CALL, "use_dill", "expect_airflow")))
+        own = serializer(_split(kwargs, (*_VIRTUALENV, *_CALL, "use_dill", "expect_airflow")))
         own.setdefault("system_site_packages", True)
         super().__init__(python_callable=python_callable, **kwargs)
         self.requirements = own.get("requirements")
@@ -91,19 +89,6 @@ class ExternalPythonOperator(_ElsewhereOperator):
     """Calls ``python_callable`` with the interpreter ``python``."""
 
     def __init__(self, *, python: str, python_callable: Callable[..., Any], **kwargs: Any):
-        own = _serializer(_split(kwargs, (*_CALL, "use_dill", "expect_airflow")))
+        own = serializer(_split(kwargs, (*_CALL, "use_dill", "expect_airflow")))
         super().__init__(python_callable=python_callable, **kwargs)
         self.prepare(external_environment, {**own, "python": python})
-
-
-def virtualenv_task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """``@task.virtualenv(requirements=[...], ...)``."""
-    options = _serializer(options)
-    options.setdefault("system_site_packages", True)
-    return elsewhere(function, options, virtualenv_environment, None, AirflowPythonTask)
-
-
-def external_python_task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
-    """``@task.external_python(python="/path/to/python", ...)``."""
-    options = _serializer(options)
-    return elsewhere(function, options, external_environment, None, AirflowPythonTask)

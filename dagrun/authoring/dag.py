@@ -18,18 +18,19 @@ from datetime import timedelta
 from types import FrameType
 from typing import TYPE_CHECKING, Any, Self
 
-from dagrun.authoring.assets import is_asset_schedule
-from dagrun.authoring.assets import names as asset_names
+from dagrun.authoring.assets import ConditionData, split_schedule
+from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.authoring.options import callables, check_options, is_whole
 from dagrun.authoring.params import serialise
 from dagrun.errors import DagDefinitionError
 from dagrun.states import CallbackEvent
 from dagrun.timing.instants import parse_duration
-from dagrun.timing.timetable import Timetable, make_timetable
+from dagrun.timing.timetable import TimeSchedule, Timetable, make_timetable
 
 if TYPE_CHECKING:
-    from dagrun.authoring.assets import Asset
+    from dagrun.authoring.assets import Asset, AssetCondition, AssetOrTimeSchedule
     from dagrun.authoring.groups import TaskGroup
+    from dagrun.authoring.setup_teardown import Scope
     from dagrun.authoring.tasks import Task
 
 SAFE_ID = re.compile(r"[A-Za-z0-9_.-]{1,200}")
@@ -69,10 +70,18 @@ def check_id(kind: str, value: object, **where: str | None) -> str:
 class DAG:
     """A pipeline: a schedule, a time zone, policies, and a graph of tasks."""
 
+    #: The context names its callbacks receive (a DAG made by ``dagrun.airflow`` gives
+    #: Airflow's too).
+    context_names: tuple[str, ...] = CONTEXT_NAMES
+
     def __init__(
         self,
         dag_id: str,
-        schedule: str | timedelta | list[Asset] | tuple[Asset, ...] | None = None,
+        schedule: TimeSchedule
+        | list[Asset]
+        | tuple[Asset, ...]
+        | AssetCondition
+        | AssetOrTimeSchedule = None,
         start_date: Any = None,
         end_date: Any = None,
         timezone: str = "UTC",
@@ -90,16 +99,14 @@ class DAG:
         on_success_callback: Any = None,
     ):
         self.dag_id = check_id("DAG", dag_id)
-        #: The assets the DAG is scheduled on (``schedule=[Asset(...)]``); none for a time
-        #: schedule. An asset-scheduled DAG has no time-based runs.
-        self.assets: tuple[str, ...] = ()
-        if is_asset_schedule(schedule):
-            self.assets = asset_names(schedule, "schedule", dag_id=dag_id)
-            if not self.assets:
-                raise DagDefinitionError("schedule=[] lists no asset", dag_id=dag_id)
-            schedule = None
-        self.schedule = schedule
-        self.timetable: Timetable = make_timetable(schedule, timezone, start_date, end_date)
+        #: The assets of a per-partition schedule (``schedule=[Asset(...)]``, no time-based
+        #: runs), or the asset condition of an Airflow-style one (``Asset("a") | ...``,
+        #: with time-based runs too from an ``AssetOrTimeSchedule``); see authoring.assets.
+        self.assets: tuple[str, ...]
+        self.condition: ConditionData | None
+        timed, self.assets, self.condition = split_schedule(schedule, self.dag_id)
+        self.schedule: TimeSchedule = timed
+        self.timetable: Timetable = make_timetable(timed, timezone, start_date, end_date)
         self.timezone = timezone
         self.catchup = bool(catchup)
         if not is_whole(max_active_runs) or max_active_runs < 1:
@@ -133,6 +140,9 @@ class DAG:
         self.groups: dict[str, TaskGroup] = {}
         #: The groups open here, innermost last: a task created now joins the innermost.
         self.open_groups: list[TaskGroup] = []
+        #: The ``with`` blocks of setup and teardown tasks open here, innermost last: a task
+        #: created now is work of the innermost (dagrun.authoring.setup_teardown).
+        self.open_scopes: list[Scope] = []
         self.fileloc, self.definition_line = _definition_site()
         #: What the file asks for that dagrun accepts without acting on it, as (line, text)
         #: once each: the file's warnings (``dags errors --warnings``).
@@ -165,6 +175,8 @@ class DAG:
                 f"task id '{task.task_id}' is also a task group's id", dag_id=self.dag_id
             )
         self.tasks[task.task_id] = task
+        if self.open_scopes:
+            self.open_scopes[-1].tasks.append(task)
 
     def add_group(self, group: TaskGroup) -> None:
         """Groups share the task ids' namespace: ``group >> t`` and the views name both."""

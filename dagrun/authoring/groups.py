@@ -99,8 +99,40 @@ class TaskGroup(DependencyMixin):
         ids = {t.task_id for t in members}
         if upstream:
             waited_on = {up for t in members for up in t.upstream_ids}
-            return [t for t in members if t.task_id not in waited_on]
+            leaves = [t for t in members if t.task_id not in waited_on]
+            if any(t.is_teardown for t in members):
+                return _work_leaves(members, leaves)
+            return leaves
         return [t for t in members if ids.isdisjoint(t.upstream_ids)]
+
+
+def _work_leaves(members: list[Task], leaves: list[Task]) -> list[Task]:
+    """A group's leaves with its teardowns left out, as Airflow's ``TaskGroup.get_leaves``
+    does, so that what follows the group waits for its work, not for its clean-up: a
+    teardown leaf stands for the tasks it waits on (through other teardowns, not through
+    setups) that have no other downstream task in the group but teardowns."""
+    inside = {t.task_id: t for t in members}
+    below: dict[str, list[Task]] = {t.task_id: [] for t in members}
+    for t in members:
+        for up in t.upstream_ids:
+            if up in below:
+                below[up].append(t)
+
+    def before(teardown: Task) -> list[Task]:
+        found: list[Task] = []
+        for up in (inside[u] for u in teardown.upstream_ids if u in inside):
+            if up.is_teardown:
+                found.extend(before(up))
+            elif not up.is_setup and all(d.is_teardown or d is teardown for d in below[up.task_id]):
+                found.append(up)
+        return found
+
+    result: list[Task] = []
+    for leaf in leaves:
+        for t in before(leaf) if leaf.is_teardown else [leaf]:
+            if t not in result:
+                result.append(t)
+    return result
 
 
 class TaskGroupFunction:

@@ -1,6 +1,7 @@
 """The TaskFlow API: ``@task`` and its variants ``@task.branch``, ``@task.short_circuit``,
 ``@task.sensor``, and ``@task.virtualenv`` / ``@task.external_python`` (and their branch
-forms) for functions that run in another Python environment.
+forms) for functions that run in another Python environment; ``@setup`` and ``@teardown``
+for tasks that make and remove a resource.
 
 A decorated function is a ``TaskFunction``: each call inside a DAG adds a ``PythonTask`` and
 returns its ``TaskOutput``, and ``partial``/``expand`` add a mapped one. Apart from the task
@@ -40,6 +41,9 @@ class TaskFunction(DependencyMixin):
         self.choice = choice
         #: What each call makes (``dagrun.airflow``'s @task makes its own kind).
         self.task_class = task_class
+        #: ``"setup"`` or ``"teardown"`` (``@setup``, ``@teardown``): what each task it adds is.
+        self.role: str | None = None
+        self.on_failure_fail_dagrun = False
         self.tasks: list[PythonTask] = []
         self.__doc__ = function.__doc__
         self.__name__ = function.__name__
@@ -51,7 +55,9 @@ class TaskFunction(DependencyMixin):
         """The same function with some options changed (``task_id`` included), for the
         calls made through what it returns: ``load.override(task_id="load_eu")(...)``."""
         merged = {**self.options, "task_id": self.task_id, **options}
-        return TaskFunction(self.function, merged, self.choice, self.task_class)
+        made = TaskFunction(self.function, merged, self.choice, self.task_class)
+        made.role, made.on_failure_fail_dagrun = self.role, self.on_failure_fail_dagrun
+        return made
 
     def partial(self, **kwargs: Any) -> PartialCall:
         """Fix the arguments every mapped instance shares; ``expand`` maps the rest."""
@@ -88,6 +94,10 @@ class TaskFunction(DependencyMixin):
             mapped=mapped,
             **self.options,
         )
+        if self.role == "setup":
+            created.as_setup()
+        elif self.role == "teardown":
+            created.as_teardown(on_failure_fail_dagrun=self.on_failure_fail_dagrun)
         self.tasks.append(created)
         return TaskOutput(created)
 
@@ -135,9 +145,17 @@ def _branch(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     return _decorator(function, options, "branch")
 
 
-def _short_circuit(function: Callable[..., Any] | None = None, **options: Any) -> Any:
+def _short_circuit(
+    function: Callable[..., Any] | None = None,
+    *,
+    ignore_downstream_trigger_rules: bool = True,
+    **options: Any,
+) -> Any:
     """``@task.short_circuit``: a falsy return value skips every task downstream of it,
-    whatever their trigger rules; a truthy one changes nothing."""
+    whatever their trigger rules; with ``ignore_downstream_trigger_rules=False`` only its
+    direct downstream tasks, the tasks after them following their own rules. A truthy one
+    changes nothing. Teardowns are never skipped by it."""
+    options = {**options, "ignore_downstream_trigger_rules": ignore_downstream_trigger_rules}
     return _decorator(function, options, "short_circuit")
 
 
@@ -206,3 +224,42 @@ task.virtualenv = _virtualenv  # type: ignore[attr-defined]
 task.external_python = _external_python  # type: ignore[attr-defined]
 task.branch_virtualenv = _branch_virtualenv  # type: ignore[attr-defined]
 task.branch_external_python = _branch_external_python  # type: ignore[attr-defined]
+
+
+def setup(function: Any = None, **options: Any) -> Any:
+    """``@setup``: each task the function adds is a setup task (``Task.as_setup``), one that
+    makes a resource for the work after it. Takes ``@task``'s options, or goes above a
+    ``@task``-decorated function."""
+    return _role(function, options, "setup", False)
+
+
+def teardown(function: Any = None, *, on_failure_fail_dagrun: bool = False, **options: Any) -> Any:
+    """``@teardown``: each task the function adds is a teardown task (``Task.as_teardown``):
+    it runs once its upstream tasks finished if one of its setups succeeded, and its failure
+    fails the run only with ``on_failure_fail_dagrun=True``. Its trigger rule is not an
+    option; link its setups with ``out.as_teardown(setups=...)`` or ``setup >> out``."""
+    return _role(function, options, "teardown", on_failure_fail_dagrun)
+
+
+def _role(function: Any, options: dict[str, Any], role: str, fail_run: bool) -> Any:
+    if function is None:
+        return lambda f: _role(f, options, role, fail_run)
+    made = function if isinstance(function, TaskFunction) else TaskFunction(function, dict(options))
+    if isinstance(function, TaskFunction) and options:
+        raise DagDefinitionError(
+            f"@{role} above @task takes no options of its own: give them to @task",
+            task_id=made.task_id,
+        )
+    if role == "teardown" and "trigger_rule" in made.options:
+        raise DagDefinitionError(
+            "a teardown's trigger rule is all_done_setup_success and is not an option",
+            task_id=made.task_id,
+        )
+    if not isinstance(fail_run, bool):
+        raise DagDefinitionError(
+            f"on_failure_fail_dagrun must be True or False, not {fail_run!r}",
+            task_id=made.task_id,
+        )
+    made.role = role
+    made.on_failure_fail_dagrun = fail_run
+    return made

@@ -13,7 +13,7 @@ import inspect
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from dagrun.authoring import mapping, templates
+from dagrun.authoring import mapping, setup_teardown, templates
 from dagrun.authoring.context_names import (
     ALL_CONTEXT_NAMES,
     CONTEXT_NAMES,
@@ -44,6 +44,12 @@ def _option(name: str) -> Any:
 
     def set_(task: Task, value: Any) -> None:
         checked = check_options({name: value}, dag_id=task.dag.dag_id, task_id=task.task_id)
+        if name == "trigger_rule" and task.is_teardown and checked[name] != task.trigger_rule:
+            raise DagDefinitionError(
+                f"a teardown's trigger rule is {task.trigger_rule}, not {checked[name]!r}",
+                dag_id=task.dag.dag_id,
+                task_id=task.task_id,
+            )
         task.options[name] = checked[name]
 
     return property(get, set_, doc=f"The task's ``{name}`` option.")
@@ -76,6 +82,12 @@ class Task(DependencyMixin):
     sensor: SensorSpec | None = None
     #: A dict it returns is also pushed key by key, each pulled as ``output["key"]``.
     multiple_outputs = False
+    #: A short-circuit's reach: everything downstream (True) or its direct downstream only.
+    ignore_downstream_trigger_rules = True
+    #: Set by ``as_setup()`` and ``as_teardown()`` (``dagrun.authoring.setup_teardown``).
+    is_setup = False
+    is_teardown = False
+    _fail_run = False
 
     def __init__(self, task_id: str, dag: DAG | None = None, **options: Any):
         dag = dag or current_dag()
@@ -100,6 +112,46 @@ class Task(DependencyMixin):
 
     def edge_tasks(self, upstream: bool) -> list[Task]:
         return [self]
+
+    def as_setup(self) -> Task:
+        """Mark this task as a setup (it makes a resource); returns the task, to chain."""
+        setup_teardown.mark_setup(self)
+        return self
+
+    def as_teardown(
+        self, *, setups: Any = None, on_failure_fail_dagrun: bool | None = None
+    ) -> Task:
+        """Mark this task as a teardown: it runs once its upstream tasks finished, whatever
+        their states, if one of its setups succeeded. ``setups`` (a task, an output or a
+        list) become setups upstream of it. Its failure fails the run only with
+        ``on_failure_fail_dagrun=True`` (None leaves the task's setting as it is)."""
+        setup_teardown.mark_teardown(self, setups, on_failure_fail_dagrun)
+        return self
+
+    @property
+    def on_failure_fail_dagrun(self) -> bool:
+        """Whether this teardown's failure fails the run (only a teardown may say so)."""
+        return self._fail_run
+
+    @on_failure_fail_dagrun.setter
+    def on_failure_fail_dagrun(self, value: Any) -> None:
+        if not isinstance(value, bool) or (value and not self.is_teardown):
+            raise DagDefinitionError(
+                f"on_failure_fail_dagrun must be True or False, not {value!r}"
+                if not isinstance(value, bool)
+                else "on_failure_fail_dagrun=True needs a teardown task (as_teardown())",
+                dag_id=self.dag.dag_id,
+                task_id=self.task_id,
+            )
+        self._fail_run = value
+
+    def __enter__(self) -> setup_teardown.Scope:
+        """``with teardown:`` (or ``with setup:``): the tasks made in the block are the
+        work between its setups and its teardowns."""
+        return setup_teardown.open_scope(self)
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        setup_teardown.close_scope(self, failed=kind is not None)
 
     def templated(self) -> dict[str, Any]:
         """The fields the runner renders as templates before an attempt, by name."""
@@ -299,6 +351,7 @@ class PythonTask(Task):
         multiple_outputs: bool = False,
         environment: PythonEnvironment | None = None,
         templates_dict: dict[str, Any] | None = None,
+        ignore_downstream_trigger_rules: bool = True,
         **options: Any,
     ):
         self.python_callable = python_callable
@@ -312,6 +365,9 @@ class PythonTask(Task):
         self.kwargs = dict(kwargs or {})
         self.multiple_outputs = bool(multiple_outputs)
         self.choice = choice
+        #: A short-circuit's reach: a falsy value skips everything downstream (True), or
+        #: only its direct downstream tasks, the rest following their trigger rules.
+        self.ignore_downstream_trigger_rules = ignore_downstream_trigger_rules
         self.mapped = dict(mapped or {})
         if templates_dict is not None and not isinstance(templates_dict, dict):
             raise DagDefinitionError(
@@ -326,6 +382,7 @@ class PythonTask(Task):
             self.function_source = function_source(
                 python_callable, dag_id=self.dag.dag_id, task_id=self.task_id
             )
+        self._check_reach()
         self.sensor = (
             None
             if sensor is None
@@ -346,6 +403,16 @@ class PythonTask(Task):
         """The context names its function may declare: all of them, or those whose values
         can be passed to another interpreter when it runs in one."""
         return PORTABLE_CONTEXT_NAMES if self.environment is not None else ALL_CONTEXT_NAMES
+
+    def _check_reach(self) -> None:
+        reach = self.ignore_downstream_trigger_rules
+        if not isinstance(reach, bool):
+            problem = f"ignore_downstream_trigger_rules must be True or False, not {reach!r}"
+        elif not reach and self.choice != "short_circuit":
+            problem = "ignore_downstream_trigger_rules is an option of short-circuit tasks"
+        else:
+            return
+        raise DagDefinitionError(problem, dag_id=self.dag.dag_id, task_id=self.task_id)
 
     def _check_signature(self) -> None:
         """Every parameter not bound by the call must be a context name (one that can cross
@@ -399,7 +466,8 @@ def named(mapped: Mapping[str, Any]) -> dict[str, Any]:
 class TaskOutput(DependencyMixin):
     """The future return value of a task: pass it to another task call to depend on it.
     ``output["key"]`` is one key of it (a task with ``multiple_outputs``) or what the task
-    pushed under that key."""
+    pushed under that key; ``as_setup``, ``as_teardown`` and ``with`` act on its task and
+    return the output."""
 
     def __init__(self, task: Task, key: str | None = None):
         self.task = task
@@ -413,3 +481,19 @@ class TaskOutput(DependencyMixin):
 
     def edge_tasks(self, upstream: bool) -> list[Task]:
         return [self.task]
+
+    def as_setup(self) -> TaskOutput:
+        self.task.as_setup()
+        return self
+
+    def as_teardown(
+        self, *, setups: Any = None, on_failure_fail_dagrun: bool | None = None
+    ) -> TaskOutput:
+        self.task.as_teardown(setups=setups, on_failure_fail_dagrun=on_failure_fail_dagrun)
+        return self
+
+    def __enter__(self) -> setup_teardown.Scope:
+        return self.task.__enter__()
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        self.task.__exit__(kind, *exc)

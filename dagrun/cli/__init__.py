@@ -42,8 +42,11 @@ COMMAND_MODULES = {
 
 
 #: Commands that usually parse DAG files: they get a parse child forked before the store is
-#: imported (see ``parser.prefork``).
+#: imported (see ``parser.prefork``); but not those of ``READING_ONLY``, which read files
+#: without importing them (``dags check-airflow``).
 PARSING_COMMANDS = {"dags", "backfill", "run", "trigger", "clear", "test", "tasks", "scheduler"}
+READING_ONLY = {("dags", "check-airflow")}
+_NEXT = "dagrun.next_word"
 
 
 class LazyGroup(click.Group):
@@ -52,11 +55,17 @@ class LazyGroup(click.Group):
     def list_commands(self, ctx: click.Context) -> list[str]:
         return sorted(COMMAND_MODULES)
 
+    def resolve_command(
+        self, ctx: click.Context, args: list[str]
+    ) -> tuple[str | None, click.Command | None, list[str]]:
+        ctx.meta[_NEXT] = tuple(args[1:2])  # the subcommand's name, for get_command
+        return super().resolve_command(ctx, args)
+
     def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
         module = COMMAND_MODULES.get(name)
         if module is None:
             return None
-        if name in PARSING_COMMANDS:
+        if name in PARSING_COMMANDS and (name, *ctx.meta.get(_NEXT, ())) not in READING_ONLY:
             from dagrun.parsing import parser
 
             parser.prefork(ctx.params.get("dags_folder") or "dags")

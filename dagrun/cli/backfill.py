@@ -24,6 +24,7 @@ from dagrun.cli.app import (
     within_a_minute,
 )
 from dagrun.errors import UsageError
+from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime import markers
 from dagrun.runtime.backfill import (
@@ -115,7 +116,9 @@ def _backfill_range(spec: DagSpec, start: str, end: str) -> tuple[datetime, date
     spans it: no earlier date is scheduled, so the plan is the same, and the timetable never
     steps back from the first instant ``datetime`` can hold."""
     first, last = cli_range(spec, start, end)
-    dag_start = spec.timetable.start
+    timetable = spec.timetable
+    # A trigger schedule's start_date bounds its fires; its first logical date is earlier.
+    dag_start = None if timetable.start is None else timetable.start - timetable.lead
     if dag_start is not None and first < dag_start <= last:
         first = dag_start
     return first, last
@@ -415,14 +418,15 @@ def clear(
         chosen_runs = run_reads.runs_between(conn, dag_id, first, last)
         tis = task_reads.task_instances(conn, [r.id for r in chosen_runs])
     failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
+    # the instances CLEAR_TASK_INDEX picks: that index of mapped tasks, unmapped ones whole
+    tis = [t for t in tis if map_index is None or t.map_index in (map_index, -1)]
     selection: dict[int, set[str]] = {}
-    count = 0
     for t in tis:
-        if t.task_id not in chosen or (failed_only and t.state not in failed):
-            continue
-        if map_index is None or t.map_index in (map_index, -1):  # as CLEAR_TASK_INDEX picks
+        if t.task_id in chosen and not (failed_only and t.state not in failed):
             selection.setdefault(t.run_pk, set()).add(t.task_id)
-            count += 1
+    if spec.setup_ids:  # clear_runs clears their setups and teardowns with them
+        selection = {pk: with_setups_and_teardowns(spec, ids) for pk, ids in selection.items()}
+    count = sum(t.task_id in selection.get(t.run_pk, ()) for t in tis)
     if not selection:
         click.echo("nothing to clear")
         return

@@ -1,16 +1,22 @@
-"""``dagrun dags ...``: list, show, next, errors, pause, unpause."""
+"""``dagrun dags ...``: list, show, next, errors, check-airflow, pause, unpause."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
 from dagrun.errors import UsageError
 from dagrun.parsing.graph_export import RENDERERS
+from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.store import audit, dag_reads, registry, run_reads
 from dagrun.timing.instants import iso, parse_cli_instant
+
+if TYPE_CHECKING:
+    from dagrun.airflow import checks
 
 
 @click.group()
@@ -121,7 +127,7 @@ def _show_table(row: dag_reads.DagRow) -> None:
     click.echo(f"file {row.fileloc}")
     headers = ["#", "task_id", "group", "kind", "upstream", "trigger_rule", "retries"]
     rows = [
-        [i, t.task_id, t.group or "-", t.kind, _names(t.upstream), t.trigger_rule, t.retries]
+        [i, _marked(t), t.group or "-", t.kind, _upstream(spec, t), t.trigger_rule, t.retries]
         for i, t in enumerate(spec.tasks, 1)
     ]
     if not any(t.group for t in spec.tasks):  # a DAG without groups keeps its old table
@@ -129,6 +135,22 @@ def _show_table(row: dag_reads.DagRow) -> None:
         for line in rows:
             del line[2]
     echo_table(headers, rows)
+
+
+def _upstream(spec: DagSpec, task: TaskSpec) -> str:
+    """A task's upstream ids, each with its edge's label in parentheses where it has one."""
+    labels = spec.labels
+    shown = [
+        f"{up} ({labels[up, task.task_id]})" if (up, task.task_id) in labels else up
+        for up in task.upstream
+    ]
+    return _names(tuple(shown))
+
+
+def _marked(task: TaskSpec) -> str:
+    """A task's id, with ``(setup)`` or ``(teardown)`` after it for those."""
+    role = " (setup)" if task.is_setup else " (teardown)" if task.is_teardown else ""
+    return task.task_id + role
 
 
 def _names(task_ids: tuple[str, ...]) -> str:
@@ -199,22 +221,123 @@ def _utc(value: datetime) -> str:
 
 @dags.command("errors")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
+@click.option(
+    "--warnings",
+    "with_warnings",
+    is_flag=True,
+    help="Also list each file's warnings (arguments accepted but not acted on), with their "
+    'lines; with --json the document becomes {"errors": [...], "warnings": [{"file", "line", '
+    '"message"}]}. Warnings never change the exit code.',
+)
 @pass_app
-def dag_errors(app: App, as_json: bool) -> None:
+def dag_errors(app: App, as_json: bool, with_warnings: bool) -> None:
     """Every DAG file that failed to load, with the reason; exits 1 when there is one."""
     app.sync()
     with app.store.read() as conn:
         errors = dag_reads.import_errors(conn)
-    if as_json:
-        echo_json([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
+        warned = dag_reads.file_warnings(conn) if with_warnings else []
+    listed = [{"file": e.path, "error": e.error, "line": e.error_line} for e in errors]
+    if as_json and with_warnings:
+        echo_json({"errors": listed, "warnings": _warnings_json(warned)})
+    elif as_json:
+        echo_json(listed)
     else:
         for e in errors:
             where = f"{e.path}:{e.error_line}" if e.error_line else e.path
             click.echo(f"{where}: {e.error}")
         if not errors:
             click.echo("no import errors")
+        if with_warnings:
+            _echo_warnings(warned)
     if errors:
         raise click.exceptions.Exit(1)
+
+
+def _warnings_json(warned: list[dag_reads.FileWarnings]) -> list[dict]:
+    return [
+        {"file": f.path, "line": w.line, "message": w.message} for f in warned for w in f.warnings
+    ]
+
+
+def _echo_warnings(warned: list[dag_reads.FileWarnings]) -> None:
+    """A line per warning, as errors are printed: ``path:line: warning: message``."""
+    for f in warned:
+        for w in f.warnings:
+            where = f"{f.path}:{w.line}" if w.line else f.path
+            click.echo(f"{where}: warning: {w.message}")
+    if not warned:
+        click.echo("no warnings")
+
+
+@dags.command("check-airflow")
+@click.argument("paths", nargs=-1, required=True, metavar="PATH...")
+@click.option(
+    "--json",
+    "as_json",
+    is_flag=True,
+    help='Print one JSON document: [{"file", "ok", "unsupported": [{"name", "line", '
+    '"reason"}], "warnings": [{"name", "line", "reason"}]}], a warning shaped as an '
+    "unsupported entry.",
+)
+def check_airflow(paths: tuple[str, ...], as_json: bool) -> None:
+    """Read Airflow DAG files without running them and say, per file, whether dagrun runs
+    it unchanged, and where not, each unsupported name or argument with its line (PATH: a
+    .py file, or a folder of them). Warnings name what dagrun accepts without acting on
+    (owner, sla, queue ...; an email without DAGRUN_SMTP_HOST). Exits 1 when a file is not
+    ok, 2 when a PATH does not exist."""
+    from dagrun.airflow import checks, mail
+    from dagrun.errors import NotifyError
+
+    files = _python_files(paths)
+    try:
+        server = mail.server_configured()
+    except NotifyError as exc:
+        raise UsageError(str(exc)) from None
+    reports = [checks.check_source(Path(f).read_bytes(), f, mail_server=server) for f in files]
+    if as_json:
+        echo_json([r.to_json() for r in reports])
+    else:
+        for report in reports:
+            _echo_report(report)
+        if len(reports) != 1:
+            bad = sum(not r.ok for r in reports)
+            click.echo(f"{len(reports)} files: {len(reports) - bad} ok, {bad} not ok")
+    if any(not r.ok for r in reports):
+        raise click.exceptions.Exit(1)
+
+
+def _python_files(paths: tuple[str, ...]) -> list[str]:
+    """The files named, and the ``.py`` files below each folder named (hidden folders and
+    caches left out), in order; a path that does not exist is bad input."""
+    found: list[str] = []
+    for given in paths:
+        path = Path(given)
+        if path.is_dir():
+            found += sorted(
+                str(p)
+                for p in path.rglob("*.py")
+                if not any(part.startswith((".", "__")) for part in p.relative_to(path).parts)
+            )
+        elif path.exists():
+            found.append(given)
+        else:
+            raise UsageError(f"{given}: no such file or folder")
+    return found
+
+
+def _echo_report(report: checks.FileReport) -> None:
+    """``file: ok`` or ``file: not ok (...)``, then a line per finding as compilers print
+    them: ``file:line: unsupported: name: reason``."""
+    counts = []
+    if report.unsupported:
+        counts.append(f"{len(report.unsupported)} unsupported")
+    if report.warnings:
+        counts.append(f"{len(report.warnings)} warning{'s' if len(report.warnings) != 1 else ''}")
+    status = "ok" if report.ok else "not ok"
+    click.echo(f"{report.file}: {status}" + (f" ({', '.join(counts)})" if counts else ""))
+    for kind, findings in (("unsupported", report.unsupported), ("warning", report.warnings)):
+        for f in findings:
+            click.echo(f"{report.file}:{f.line}: {kind}: {f.name}: {f.reason}")
 
 
 def _set_paused(app: App, dag_id: str, paused: bool) -> None:

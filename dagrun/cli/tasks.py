@@ -11,10 +11,10 @@ from dagrun.cli.app import App, echo_json, echo_table, pass_app, pick_run, resol
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parsing.loader import import_file
 from dagrun.parsing.spec import DagSpec
-from dagrun.runtime.runner import AttemptRequest, DagCache, execute
-from dagrun.states import AttemptOutcome, TaskState
+from dagrun.runtime.local_run import run_locally
+from dagrun.runtime.runner import AttemptRequest, AttemptResult, DagCache, execute
+from dagrun.states import AttemptOutcome, RunState, TaskState
 from dagrun.store import audit, callbacks, logfiles, operator_actions, task_reads
-from dagrun.store.readiness import evaluate
 from dagrun.store.runs import run_id_for
 from dagrun.timing.instants import iso
 from dagrun.timing.timetable import DataInterval
@@ -68,45 +68,38 @@ def _check_importable(spec: DagSpec) -> None:
 @click.option("--conf", "conf_text", default=None, help=CONF_HELP)
 @pass_app
 def test_dag(app: App, dag_id: str, date: str, conf_text: str | None) -> None:
-    """Run every task of DAG for DATE in this process, in order; nothing is recorded."""
+    """Run every task of DAG for DATE in this process, deciding what a real run decides
+    (branches, skips, trigger rules, mapping, sensors); nothing is recorded."""
     spec = app.spec(dag_id)
     conf = _conf(spec, conf_text)
     interval = _interval(spec, date)
     _check_importable(spec)
-    cache = DagCache()
-    states = {t.task_id: TaskState.NONE for t in spec.tasks}
-    values: dict[str, object] = {}
-    while True:
-        decisions = evaluate(spec, states)
-        for task_id in decisions.upstream_failed:
-            states[task_id] = TaskState.UPSTREAM_FAILED
-        for task_id in decisions.skip:
-            states[task_id] = TaskState.SKIPPED
-        if not decisions.queue:
-            break
-        for task_id in decisions.queue:
-            task = spec.task_map[task_id]
-            click.secho(f"--- {task_id}", bold=True, err=True)
-            inputs = {u: values.get(u) for u in task.data_inputs}
-            result = execute(_request(app, spec, task_id, interval, inputs, conf), cache)
-            ok = result.outcome in (AttemptOutcome.SUCCESS, AttemptOutcome.SKIPPED)
-            states[task_id] = _TEST_STATES.get(result.outcome, TaskState.FAILED)
-            values[task_id] = _decode(result.return_value)
-            click.echo(
-                f"--- {task_id}: {result.outcome.value} in {result.duration:.2f}s"
-                + ("" if ok else f": {result.error}"),
-                err=True,
-            )
-    echo_table(["task_id", "state"], [[t, s.value] for t, s in states.items()])
-    if any(s != TaskState.SUCCESS and s != TaskState.SKIPPED for s in states.values()):
+    done = run_locally(app.store, spec, interval, conf, _started, _ended)
+    rows = [[t.task_id, "" if t.map_index < 0 else t.map_index, t.state] for t in done.tasks]
+    echo_table(["task_id", "index", "state"], rows)
+    if done.state != RunState.SUCCESS:
         raise click.exceptions.Exit(1)
 
 
-#: The state a test attempt leaves its task in, by outcome (any other: failed).
-_TEST_STATES = {
-    AttemptOutcome.SUCCESS: TaskState.SUCCESS,
-    AttemptOutcome.SKIPPED: TaskState.SKIPPED,
-}
+def _label(task_id: str, map_index: int) -> str:
+    return task_id if map_index < 0 else f"{task_id}[{map_index}]"
+
+
+def _started(task_id: str, map_index: int) -> None:
+    click.secho(f"--- {_label(task_id, map_index)}", bold=True, err=True)
+
+
+def _ended(task_id: str, map_index: int, result: AttemptResult) -> None:
+    shown = "" if result.outcome in _TEST_STATES else f": {result.error}"
+    click.echo(
+        f"--- {_label(task_id, map_index)}: {result.outcome.value} in "
+        f"{result.duration:.2f}s{shown}",
+        err=True,
+    )
+
+
+#: The outcomes of a test attempt that are no failure (a sensor's unmet poke waits).
+_TEST_STATES = {AttemptOutcome.SUCCESS, AttemptOutcome.SKIPPED, AttemptOutcome.RESCHEDULED}
 
 
 def _decode(value: str | None):
@@ -143,7 +136,7 @@ def test_task(app: App, dag_id: str, task_id: str, date: str, conf_text: str | N
     )
     if result.return_value is not None:
         click.echo(f"returned {result.return_value}")
-    if result.outcome not in _TEST_STATES:
+    if result.outcome not in (AttemptOutcome.SUCCESS, AttemptOutcome.SKIPPED):
         raise click.exceptions.Exit(1)
 
 

@@ -99,5 +99,8 @@ def install() -> bool:
 @functools.cache
 def real_airflow_installed() -> bool:
     """Whether an ``airflow`` package other than dagrun's is on the path (looked up once:
-    installing Airflow while a worker runs is not a case to serve)."""
-    return importlib.machinery.PathFinder.find_spec(ROOT) is not None
+    installing Airflow while a worker runs is not a case to serve). A folder named
+    ``airflow`` without an ``__init__.py`` (a namespace package: a subfolder of a dags
+    folder, say) is not Airflow."""
+    found = importlib.machinery.PathFinder.find_spec(ROOT)
+    return found is not None and found.origin is not None

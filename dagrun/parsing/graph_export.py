@@ -5,8 +5,10 @@ Pure functions over a :class:`DagSpec`: tasks in the spec's topological order, t
 whole text to print, so the command only picks one and any other view can reuse them.
 
 The JSON document: ``{"dag_id", "tasks": [{"task_id", "group", "kind", "upstream",
-"downstream", "trigger_rule", "retries", "pool"}], "edges": [[upstream, downstream], ...]}``,
-tasks and edges in topological order.
+"downstream", "trigger_rule", "retries", "pool", "is_setup", "is_teardown"}], "edges":
+[[upstream, downstream], ...], "labels": [[upstream, downstream, label], ...]}``, tasks and
+edges in topological order. The drawings show a teardown's edge from its setup dashed, as
+Airflow's graph does, and an edge's label (Airflow's ``Label``) on it.
 """
 
 from __future__ import annotations
@@ -37,10 +39,13 @@ def to_json(spec: DagSpec) -> str:
                 "trigger_rule": t.trigger_rule,
                 "retries": t.retries,
                 "pool": t.pool,
+                "is_setup": t.is_setup,
+                "is_teardown": t.is_teardown,
             }
             for t in spec.tasks
         ],
         "edges": [list(edge) for edge in _edges(spec)],
+        "labels": [list(label) for label in spec.edge_labels],
     }
     return json.dumps(document, indent=2)
 
@@ -60,7 +65,13 @@ def to_dot(spec: DagSpec) -> str:
             lines.append(f"{indent}}}")
 
     emit(group_tree(spec), "  ")
-    lines.extend(f"  {_dot_quote(up)} -> {_dot_quote(down)};" for up, down in _edges(spec))
+    labels = spec.labels
+    for up, down in _edges(spec):
+        style = ["style=dashed"] if _paired(spec, up, down) else []
+        if (up, down) in labels:
+            style.append(f"label={_dot_quote(labels[up, down])}")
+        shown = f" [{', '.join(style)}]" if style else ""
+        lines.append(f"  {_dot_quote(up)} -> {_dot_quote(down)}{shown};")
     lines.append("}")
     return "\n".join(lines)
 
@@ -81,7 +92,12 @@ def to_mermaid(spec: DagSpec) -> str:
             lines.append(f"{indent}end")
 
     emit(group_tree(spec), "  ")
-    lines.extend(f"  {node[up]} --> {node[down]}" for up, down in _edges(spec))
+    labels = spec.labels
+    for up, down in _edges(spec):
+        arrow = "-.->" if _paired(spec, up, down) else "-->"
+        if (up, down) in labels:
+            arrow += f"|{_mermaid_text(labels[up, down])}|"
+        lines.append(f"  {node[up]} {arrow} {node[down]}")
     return "\n".join(lines)
 
 
@@ -117,6 +133,11 @@ def group_tree(spec: DagSpec) -> GroupNode:
 
 def _edges(spec: DagSpec) -> Iterator[tuple[str, str]]:
     return ((up, t.task_id) for t in spec.tasks for up in t.upstream)
+
+
+def _paired(spec: DagSpec, up: str, down: str) -> bool:
+    """Whether the edge links a setup to its teardown (drawn dashed)."""
+    return up in spec.setup_ids and down in spec.teardown_ids
 
 
 def _dot_quote(text: str) -> str:

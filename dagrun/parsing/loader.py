@@ -25,7 +25,14 @@ from dagrun.authoring.options import TASK_CALLBACKS
 from dagrun.authoring.tasks import TaskOutput
 from dagrun.errors import DagFileError
 from dagrun.parsing import airflow_alias
-from dagrun.parsing.spec import DagSpec, TaskSpec, iso_or_none, serialise_schedule
+from dagrun.parsing.spec import (
+    DagSpec,
+    FileWarning,
+    TaskSpec,
+    iso_or_none,
+    serialise_schedule,
+)
+from dagrun.states import TriggerRule
 from dagrun.timing.timetable import CronTimetable
 
 
@@ -87,6 +94,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
         raise DagFileError(
             path, f"DAG '{dag.dag_id}' has a cycle: {' -> '.join(names)}", dag.definition_line
         )
+    _check_setups(dag, path)
     tasks = tuple(
         _task_spec(dag.tasks[task_id])
         for task_id in nx.lexicographical_topological_sort(graph, key=order.__getitem__)
@@ -118,6 +126,7 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
             for (up, down), label in sorted(dag.edge_labels.items())
             if up in dag.tasks[down].upstream_ids
         ),
+        condition=dag.condition,
     )
 
 
@@ -143,8 +152,30 @@ def _task_spec(task) -> TaskSpec:
         mapped=tuple(_map_source(n, v) for n, v in getattr(task, "mapped", {}).items()),
         outlets=tuple(o["outlets"] or ()),
         sensor=getattr(task, "sensor", None),
+        is_setup=task.is_setup,
+        is_teardown=task.is_teardown,
+        on_failure_fail_dagrun=task.on_failure_fail_dagrun,
+        ignore_downstream_trigger_rules=getattr(task, "ignore_downstream_trigger_rules", True),
         marker=getattr(task, "marker", None),
     )
+
+
+def _check_setups(dag: DAG, path: str) -> None:
+    """A task directly after a setup is a teardown or keeps ``all_success`` (Airflow's
+    ``DAG.validate_setup_teardown``): it is in the setup's scope, and clearing a task
+    further down runs the setup again before it, which another rule would not wait for."""
+    for task in dag.tasks.values():
+        if task.is_teardown or task.trigger_rule == TriggerRule.ALL_SUCCESS:
+            continue
+        setups = [u for u in task.upstream_ids if dag.tasks[u].is_setup]
+        if setups:
+            raise DagFileError(
+                path,
+                f"DAG '{dag.dag_id}': task '{task.task_id}' comes right after setup task "
+                f"'{setups[0]}', so its trigger rule must be all_success, not "
+                f"{task.trigger_rule} (or make it a teardown)",
+                dag.definition_line,
+            )
 
 
 def _map_source(name: str, value: Any) -> tuple[str, str | None, int | None]:
@@ -155,21 +186,50 @@ def _map_source(name: str, value: Any) -> tuple[str, str | None, int | None]:
     return name, None, len(value)
 
 
-def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
+class LoadedFile(NamedTuple):
+    """What importing one file gave: its DAGs' specs and its warnings (what its DAGs accepted
+    without acting on, once each, in line order), or the error that stopped it (and then
+    no specs and no warnings: a file that does not load is its error)."""
+
+    specs: list[DagSpec]
+    error: DagFileError | None
+    warnings: list[FileWarning]
+
+
+def load(path: str) -> LoadedFile:
     """Import and check one file, turning any failure into a ``DagFileError``."""
     try:
-        specs = [build_spec(dag, path) for dag in import_file(path)]
+        dags = import_file(path)
+        specs = [build_spec(dag, path) for dag in dags]
         _check_unique_ids(specs, path)
-        return specs, None
+        return LoadedFile(specs, None, file_warnings(dags))
     except DagFileError as exc:
-        return [], exc
+        return LoadedFile([], exc, [])
     except SyntaxError as exc:
         if exc.filename == path:
-            return [], DagFileError(path, f"syntax error: {exc.msg}", exc.lineno)
+            return LoadedFile([], DagFileError(path, f"syntax error: {exc.msg}", exc.lineno), [])
         where = f"{exc.filename}:{exc.lineno}" if exc.lineno else exc.filename
-        return [], DagFileError(path, f"syntax error in {where}: {exc.msg}", _line_in(path, exc))
+        error = DagFileError(path, f"syntax error in {where}: {exc.msg}", _line_in(path, exc))
+        return LoadedFile([], error, [])
     except BaseException as exc:  # a DAG file may raise anything, SystemExit included
-        return [], DagFileError(path, _describe(exc), _line_in(path, exc))
+        return LoadedFile([], DagFileError(path, _describe(exc), _line_in(path, exc)), [])
+
+
+def load_file(path: str) -> tuple[list[DagSpec], DagFileError | None]:
+    """``load`` without the warnings: a file's specs, or its error."""
+    specs, error, _ = load(path)
+    return specs, error
+
+
+def file_warnings(dags: list[DAG]) -> list[FileWarning]:
+    """The warnings of a file's DAGs, each message once (the first line that gave it), in
+    line order (those without a line last): two DAGs of one file that ignore the same
+    argument make one warning of the file."""
+    found: dict[str, FileWarning] = {}
+    for dag in dags:
+        for line, message in dag.warnings:
+            found.setdefault(message, FileWarning(line, message))
+    return sorted(found.values(), key=lambda w: (w.line is None, w.line or 0))
 
 
 def _check_unique_ids(specs: list[DagSpec], path: str) -> None:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from dagrun import processes
 from dagrun.errors import DagFileError
-from dagrun.parsing.spec import DagSpec
+from dagrun.parsing.spec import DagSpec, FileWarning
 
 DEFAULT_TIMEOUT = float(os.environ.get("DAGRUN_PARSE_TIMEOUT", "30"))
 
@@ -34,6 +34,8 @@ class FileResult:
     dags: list[DagSpec] = field(default_factory=list)
     error: DagFileError | None = None
     depends_on: tuple[str, ...] = ()  # files (outside Python's own) its import loaded
+    #: What its DAGs accepted without acting on (``loader.LoadedFile.warnings``).
+    warnings: tuple[FileWarning, ...] = ()
 
 
 def discover(folder: str | os.PathLike) -> dict[str, str]:
@@ -60,8 +62,8 @@ def file_hash(path: str) -> str:
 
 def _child(conn: Connection) -> None:
     """Parse worker: import what building specs needs, then each path it is sent in turn,
-    sending (path, specs, error) for each. Its output goes nowhere, and its memory is capped
-    (``DAGRUN_PARSE_MEMORY_MB``)."""
+    sending (path, specs, error, helpers, warnings) for each. Its output goes nowhere, and
+    its memory is capped (``DAGRUN_PARSE_MEMORY_MB``)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
@@ -78,9 +80,9 @@ def _child(conn: Connection) -> None:
         return
     for path in paths:
         with loader.isolated(path) as helpers:
-            specs, error = loader.load_file(path)
+            specs, error, warnings = loader.load(path)
         reason = (error.reason, error.line) if error else None
-        conn.send((path, [s.to_json() for s in specs], reason, helpers))
+        conn.send((path, [s.to_json() for s in specs], reason, helpers, warnings))
 
 
 class _ParseChild(processes.ForkedChild):
@@ -109,13 +111,14 @@ class _ParseChild(processes.ForkedChild):
         path = self.paths.pop(0)
         self.deadline = time.monotonic() + self.timeout
         try:
-            _, specs, reason, helpers = self.conn.recv()
+            _, specs, reason, helpers, warnings = self.conn.recv()
         except EOFError:
             error = DagFileError(path, f"import killed the parser ({self.exit_reason()})")
             return FileResult(path, hashes[path], error=error), False
         failure = DagFileError(path, *reason) if reason else None
         specs = [DagSpec.from_wire(s) for s in specs]
-        return FileResult(path, hashes[path], specs, failure, tuple(helpers)), True
+        found = tuple(FileWarning(*w) for w in warnings)
+        return FileResult(path, hashes[path], specs, failure, tuple(helpers), found), True
 
     def time_out(self, hashes: dict[str, str]) -> FileResult:
         path = self.paths.pop(0)

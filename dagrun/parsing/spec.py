@@ -12,14 +12,44 @@ import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
     import networkx as nx
 
+from dagrun.authoring.assets import ConditionData, condition_assets, condition_text
 from dagrun.authoring.sensor_options import ExternalMarker, SensorSpec
+from dagrun.parsing.scopes import (
+    SetupScope,
+    relevant_setups,
+    setup_dependants,
+    setup_scopes,
+)
 from dagrun.states import TriggerRule
-from dagrun.timing.timetable import DataInterval, Expansion, Timetable, make_timetable
+from dagrun.timing.schedules import SCHEDULE_TYPES
+from dagrun.timing.timetable import (
+    DataInterval,
+    Expansion,
+    TimeSchedule,
+    Timetable,
+    make_timetable,
+)
+
+
+class FileWarning(NamedTuple):
+    """Something a DAG file asks for that dagrun accepts without acting on it (an Airflow
+    argument it ignores), and the line of the file that asked; a file's warnings are kept
+    with it in the store (``dags errors --warnings``, the web page)."""
+
+    line: int | None
+    message: str
+
+    def to_json(self) -> dict[str, Any]:
+        return {"line": self.line, "message": self.message}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> FileWarning:
+        return cls(data.get("line"), str(data["message"]))
 
 
 @dataclass(frozen=True)
@@ -51,6 +81,16 @@ class TaskSpec:
     outlets: tuple[str, ...] = ()
     #: A sensor's options (``@task.sensor``, ``dagrun.runtime.sensors``); None for other tasks.
     sensor: SensorSpec | None = None
+    #: A setup task (``as_setup``, ``@setup``): the work in its scope needs it to succeed.
+    is_setup: bool = False
+    #: A teardown task (``as_teardown``, ``@teardown``): runs once its upstream finished
+    #: and one of its setups succeeded; its failure fails the run only with
+    #: ``on_failure_fail_dagrun``.
+    is_teardown: bool = False
+    on_failure_fail_dagrun: bool = False
+    #: A short-circuit's reach when it returns a falsy value: everything downstream (True),
+    #: or its direct downstream tasks only, the tasks after them following their rules.
+    ignore_downstream_trigger_rules: bool = True
     #: What an external task marker points at (clearing it follows there); None otherwise.
     marker: ExternalMarker | None = None
 
@@ -63,7 +103,9 @@ class TaskSpec:
 class DagSpec:
     dag_id: str
     fileloc: str
-    schedule: str | float | None
+    #: A cron string or preset, seconds (a timedelta), a schedule object's data
+    #: (``dagrun.timing.schedules``) or None.
+    schedule: str | float | dict[str, Any] | None
     timezone: str
     start_date: str | None
     end_date: str | None
@@ -90,6 +132,9 @@ class DagSpec:
     assets: tuple[str, ...] = ()
     #: Labelled edges, each (upstream id, downstream id, label): shown, never decided on.
     edge_labels: tuple[tuple[str, str, str], ...] = ()
+    #: An Airflow-style asset condition (``authoring.assets.ConditionData``): a run when it
+    #: holds over the assets with new events, whatever their keys; None for none.
+    condition: ConditionData | None = None
 
     @cached_property
     def timetable(self) -> Timetable:
@@ -116,6 +161,11 @@ class DagSpec:
         return {task_id: tuple(ids) for task_id, ids in found.items()}
 
     @cached_property
+    def labels(self) -> dict[tuple[str, str], str]:
+        """Each labelled edge's label, by (upstream id, downstream id)."""
+        return {(up, down): label for up, down, label in self.edge_labels}
+
+    @cached_property
     def position(self) -> dict[str, int]:
         """Each task's place in ``tasks``, which is topological order."""
         return {t.task_id: i for i, t in enumerate(self.tasks)}
@@ -129,6 +179,38 @@ class DagSpec:
     def choice_ids(self) -> frozenset[str]:
         """The branch and short-circuit tasks, whose values readiness reads."""
         return frozenset(t.task_id for t in self.tasks if t.choice)
+
+    @cached_property
+    def setup_ids(self) -> frozenset[str]:
+        """The setup tasks. Empty for most DAGs: readiness, run ends and clearing look at
+        setups and teardowns only when it is not (``dagrun.parsing.scopes``)."""
+        return frozenset(t.task_id for t in self.tasks if t.is_setup)
+
+    @cached_property
+    def teardown_ids(self) -> frozenset[str]:
+        return frozenset(t.task_id for t in self.tasks if t.is_teardown)
+
+    @cached_property
+    def quiet_teardowns(self) -> frozenset[str]:
+        """The teardowns whose failure does not fail the run (no ``on_failure_fail_dagrun``)."""
+        return frozenset(
+            t.task_id for t in self.tasks if t.is_teardown and not t.on_failure_fail_dagrun
+        )
+
+    @cached_property
+    def relevant_setups(self) -> dict[str, tuple[str, ...]]:
+        """The setups whose scope each task is in (``dagrun.parsing.scopes``)."""
+        return relevant_setups(self)
+
+    @cached_property
+    def setup_scopes(self) -> dict[str, SetupScope]:
+        """The setups each task's readiness also reads, for the tasks that have any."""
+        return setup_scopes(self)
+
+    @cached_property
+    def setup_dependants(self) -> dict[str, tuple[str, ...]]:
+        """The tasks each setup's end may make ready beside its direct downstream tasks."""
+        return setup_dependants(self)
 
     @cached_property
     def has_outlets(self) -> bool:
@@ -149,7 +231,10 @@ class DagSpec:
         after ``latest_run``, the DAG's latest scheduled or backfilled run (a backfill ahead
         of the cursor leaves nothing for the scheduler to create before it); with
         catchup=False the latest complete interval when some were missed. ``dags list`` and
-        the web page both show this."""
+        the web page both show this. A trigger schedule with no start_date begins where
+        the scheduler would begin it now (``Timetable.first_cursor``)."""
+        if cursor is None and latest_run is None:
+            cursor = self.timetable.first_cursor(now)
         if latest_run is not None:
             past_latest = latest_run + timedelta(microseconds=1)
             cursor = past_latest if cursor is None else max(cursor, past_latest)
@@ -160,13 +245,24 @@ class DagSpec:
         after = cursor - timedelta(microseconds=1) if cursor else None
         return self.timetable.next_interval(after)
 
+    @cached_property
+    def condition_assets(self) -> tuple[str, ...]:
+        """The assets the DAG's condition names (none without one)."""
+        return () if self.condition is None else condition_assets(self.condition)
+
     @property
     def schedule_text(self) -> str:
-        """The schedule in words; for a DAG scheduled on assets, the assets it waits for."""
+        """The schedule in words; for a DAG scheduled on assets, the assets it waits for
+        (``a, b`` per partition key, ``a & (b | c)`` for a condition)."""
         if self.assets:
             text = "assets: " + ", ".join(self.assets)
-            return text if len(text) <= 250 else text[:246] + " ..."
-        return self.timetable.description
+        elif self.condition is not None:
+            text = "assets: " + condition_text(self.condition)
+            if self.timetable.schedulable:
+                text += f" or {self.timetable.description}"
+        else:
+            return self.timetable.description
+        return text if len(text) <= 250 else text[:246] + " ..."
 
     def graph(self) -> nx.DiGraph:
         import networkx as nx
@@ -265,14 +361,20 @@ def spec_from(spec_hash: str, spec_json: str) -> DagSpec:
     return found
 
 
-def _schedule_value(schedule: str | float | None) -> str | timedelta | None:
+def _schedule_value(schedule: str | float | dict[str, Any] | None) -> TimeSchedule:
     if isinstance(schedule, int | float):
         return timedelta(seconds=schedule)
     return schedule
 
 
-def serialise_schedule(schedule: str | timedelta | None) -> str | float | None:
-    return schedule.total_seconds() if isinstance(schedule, timedelta) else schedule
+def serialise_schedule(schedule: TimeSchedule) -> str | float | dict[str, Any] | None:
+    """A DAG's time schedule as its spec keeps it (specs stored before schedule objects
+    existed hold the same strings, seconds and None)."""
+    if isinstance(schedule, timedelta):
+        return schedule.total_seconds()
+    if isinstance(schedule, SCHEDULE_TYPES):
+        return schedule.to_data()
+    return schedule
 
 
 def iso_or_none(value: datetime | None) -> str | None:

@@ -155,8 +155,11 @@ def callables_for(dag: DAG, request: CallbackRequest) -> list[tuple[str, Callabl
 
 
 def context_of(request: CallbackRequest, dag: DAG, masker: Masker) -> dict[str, Any]:
-    """The names a callback receives: the task context's, and the event's (its error text
-    with the secrets masked, as a notifier sends it on)."""
+    """The names a callback receives: the task context's (Airflow's too for a task or DAG
+    made by ``dagrun.airflow``, as its callbacks expect ``ti`` and ``dag_run``), and the
+    event's (its error text with the secrets masked, as a notifier sends it on)."""
+    task = dag.tasks.get(request.task_id) if request.task_id else None
+    owner = task if task is not None else dag
     context = make_context(
         dag_id=request.dag_id,
         task_id=request.task_id or "",
@@ -171,8 +174,11 @@ def context_of(request: CallbackRequest, dag: DAG, masker: Masker) -> dict[str, 
         fence_token=request.fence_token or 0,
         ti_id=request.ti_id,
         db_url=request.db_url,
+        run_pk=request.run_pk,
+        map_index=request.map_index,
+        task=task,
     )
-    names = context.names()
+    names = context.names(owner.context_names)
     names.update(
         task_id=request.task_id,
         try_number=request.try_number,

@@ -24,7 +24,12 @@ from zoneinfo import ZoneInfo
 from dagrun.authoring import macros
 from dagrun.authoring.context_names import ALL_CONTEXT_NAMES, CONTEXT_NAMES
 from dagrun.runtime.connections import CONN, ConnectionAccessor
-from dagrun.runtime.task_instance import DagRun, TaskInstance, previous_success
+from dagrun.runtime.task_instance import (
+    DagRun,
+    TaskInstance,
+    previous_success,
+    triggering_events,
+)
 from dagrun.runtime.variables import VAR, VariableAccessor
 
 
@@ -222,9 +227,11 @@ class TaskContext:
     def outlets(self) -> list[Any]:
         return list(getattr(self.task, "outlets", None) or [])
 
-    @property
+    @cached_property
     def triggering_asset_events(self) -> dict[str, list[Any]]:
-        return {}
+        """The asset events an asset-triggered run was made from, by asset (empty for
+        other runs)."""
+        return triggering_events(self)
 
     @property
     def triggering_dataset_events(self) -> dict[str, list[Any]]:

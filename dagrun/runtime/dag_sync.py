@@ -81,7 +81,7 @@ def _parsed(
     helpers = tuple(h for h in result.depends_on if h in found)
     good = _source(result.path, result.content_hash) if error is None else None
     return registry.ParsedFile(
-        result.path, result.content_hash, specs, error, line, helpers, kept, good
+        result.path, result.content_hash, specs, error, line, helpers, kept, good, result.warnings
     )
 
 

@@ -14,6 +14,7 @@ import re
 from urllib.parse import unquote, urlsplit
 
 from dagrun.errors import UsageError
+from dagrun.runtime.smtp import PASSWORD as SMTP_PASSWORD
 from dagrun.store.sensitive import is_sensitive
 
 VARIABLE_PREFIX = "DAGRUN_VAR_"
@@ -75,8 +76,8 @@ def split_uri(uri: str, source: str):
 
 def environment_secrets() -> set[str]:
     """The secrets the environment holds: sensitive variables' values, connection URIs'
-    passwords."""
-    found: set[str] = set()
+    passwords, the SMTP password."""
+    found: set[str] = {os.environ[SMTP_PASSWORD]} if os.environ.get(SMTP_PASSWORD) else set()
     for name, value in os.environ.items():
         if name.startswith(VARIABLE_PREFIX):
             if is_sensitive(name.removeprefix(VARIABLE_PREFIX)):

@@ -22,12 +22,13 @@ from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 
 
 class Jobs:
-    """Makes one worker's jobs: its children log under ``log_dir`` and open ``db_url``;
-    ``is_short`` says which attempts may wait behind others in a child's inbox."""
+    """Makes one worker's jobs: its children log under ``log_dir`` (None: where this
+    process writes, for ``dagrun test``) and open ``db_url``; ``is_short`` says which
+    attempts may wait behind others in a child's inbox."""
 
     def __init__(
         self,
-        log_dir: str,
+        log_dir: str | None,
         db_url: str,
         callback_timeout: float,
         is_short: Callable[[str, str], bool],

@@ -24,6 +24,7 @@ from sqlalchemy import Connection
 
 from dagrun.authoring.sensor_options import ExternalMarker
 from dagrun.errors import DagNotFound, UsageError
+from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.context import make_context
 from dagrun.runtime.rendering import render_with
@@ -100,7 +101,8 @@ def _marked(
     failed_only: bool,
 ) -> tuple[DagSpec, dict[int, dict[str, int]]]:
     """The other DAG and, by run at the marked date, its marked task and those downstream
-    of it that have instances (only failed ones with ``failed_only``), with how many."""
+    of it (with their setups and teardowns) that have instances (only failed ones with
+    ``failed_only``), with how many."""
     dag_id, external_task, when = _rendered(conn, source, run_pk, task_id, marker)
     try:
         target = dag_reads.load_spec(conn, dag_id)
@@ -111,6 +113,8 @@ def _marked(
     if external_task not in target.task_map:
         return target, {}
     chosen = target.descendants({external_task})
+    if target.setup_ids:  # cleared with them, as any clear does
+        chosen = with_setups_and_teardowns(target, chosen)
     at = _instant(when, target.timezone, task_id, source.dag_id)
     runs = run_reads.runs_between(conn, dag_id, at, at)
     more: dict[int, dict[str, int]] = {}

@@ -1,12 +1,13 @@
 """Notifiers: ready-made callbacks that tell the outside world of an event.
 
 ``on_failure_callback=notify.webhook(url, headers={...})`` POSTs the event as one JSON
-object; ``notify.command("...")`` runs a shell command. Both are made when the DAG file is
-parsed, so they check their arguments then (a bad one is a :class:`NotifyError` naming it)
-and import nothing costly: ``import dagrun`` loads this module, and every CLI command and
-parse pays for what it imports. The work happens when a worker runs the callback, under the
-callback's time limit; a notifier that cannot deliver raises :class:`NotifyError`, which the
-worker records.
+object; ``notify.command("...")`` runs a shell command; ``notify.email("ops@example.com")``
+mails it through the SMTP server the worker's environment names (``dagrun.runtime.smtp``).
+Each is made when the DAG file is parsed, so it checks its arguments then (a bad one is a
+:class:`NotifyError` naming it) and imports nothing costly: ``import dagrun`` loads this
+module, and every CLI command and parse pays for what it imports. The work happens when a
+worker runs the callback, under the callback's time limit; a notifier that cannot deliver
+raises :class:`NotifyError`, which the worker records.
 
 Headers carry secrets (bearer tokens), so no header value is ever logged, put in an error
 or shown by ``repr``; urls are shown as scheme, host and path, without the userinfo, query
@@ -24,12 +25,13 @@ import re
 import sys
 import time
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from dagrun.errors import NonRetryableError, NotifyError
 
 if TYPE_CHECKING:
+    from email.message import EmailMessage
     from urllib.request import OpenerDirector
 
 log = logging.getLogger("dagrun.notify")
@@ -78,6 +80,32 @@ def command(
     if not isinstance(command, str) or not command.strip():
         raise NotifyError(f"command must be a non-empty str, not {command!r}")
     return _Command(command, _check_seconds("command timeout", timeout), _check_env(env))
+
+
+def email(
+    to: str | Sequence[str],
+    subject: str | None = None,
+    body: str | None = None,
+    *,
+    cc: str | Sequence[str] | None = None,
+    timeout: float = 10.0,
+) -> Callable[[Mapping[str, Any]], None]:
+    """A callback that mails the event to ``to`` (an address, a list of them, or addresses
+    separated by commas or semicolons), and ``cc``, through the SMTP server of the
+    environment the callback runs in (``DAGRUN_SMTP_HOST`` and the rest: see
+    ``dagrun.runtime.smtp``). ``subject`` and ``body`` are Jinja2 templates rendered with the
+    context's names, as ``command``'s; by default the subject names the DAG, the task, its
+    state and day, and the body lists the event's fields (``error`` and ``url`` included).
+    ``timeout`` bounds the connection and each reply of the server. No server configured,
+    a failed login or a server that does not answer fail the callback; nothing is retried
+    (a mail relay queues and retries itself)."""
+    return _Email(
+        _addresses(to, "to"),
+        _addresses(cc, "cc") if cc is not None else [],
+        _template(subject, "subject"),
+        _template(body, "body"),
+        _check_seconds("email timeout", timeout),
+    )
 
 
 class _Webhook:
@@ -180,6 +208,87 @@ class _Command:
             raise NotifyError(f"{self!r}: {exc}") from None
 
 
+class _Email:
+    """What ``email()`` returns: its ``repr`` shows the recipients."""
+
+    def __init__(
+        self,
+        to: list[str],
+        cc: list[str],
+        subject: str | None,
+        body: str | None,
+        timeout: float,
+    ):
+        self._to = to
+        self._cc = cc
+        self._subject = subject
+        self._body = body
+        self._timeout = timeout
+        self.__qualname__ = repr(self)
+
+    def __repr__(self) -> str:
+        return f"email({', '.join(self._to)!r})"
+
+    def __call__(self, context: Mapping[str, Any]) -> None:
+        from dagrun.runtime import smtp
+
+        settings = smtp.smtp_settings()
+        message = self._message(context, settings.sender)
+        event = context["event"]
+        log.info("email %s to %s via %s", event, ", ".join(self._to + self._cc), settings.shown)
+        try:
+            smtp.send(message, self._to + self._cc, settings, self._timeout)
+        except NotifyError as exc:
+            raise NotifyError(f"{self!r} {event}: {exc}") from None
+
+    def _message(self, context: Mapping[str, Any], sender: str) -> EmailMessage:
+        from email.message import EmailMessage
+        from email.utils import formatdate, make_msgid
+
+        subject = self._render(self._subject, context) if self._subject else _subject(context)
+        message = EmailMessage()
+        message["From"] = sender
+        message["To"] = ", ".join(self._to)
+        if self._cc:
+            message["Cc"] = ", ".join(self._cc)
+        message["Subject"] = " ".join(subject.split())  # one line: no header injection
+        message["Date"] = formatdate(localtime=True)
+        message["Message-ID"] = make_msgid(domain=sender.rpartition("@")[2] or "dagrun")
+        message.set_content(self._render(self._body, context) if self._body else _body(context))
+        return message
+
+    def _render(self, template: str, context: Mapping[str, Any]) -> str:
+        from dagrun.runtime.rendering import render
+
+        try:
+            return str(render(template, dict(context)))
+        except NonRetryableError as exc:
+            raise NotifyError(f"{self!r}: {exc}") from None
+
+
+def _subject(context: Mapping[str, Any]) -> str:
+    """``[dagrun] etl.load failed on 2026-01-05 (try 2)``; a run's event names the DAG."""
+    what = context["dag_id"]
+    if context.get("task_id"):
+        what += f".{context['task_id']}"
+        if context.get("map_index", -1) != -1:
+            what += f"[{context['map_index']}]"
+    tried = f" (try {context['try_number']})" if context.get("try_number") else ""
+    return f"[dagrun] {what} {context['state']} on {context['ds']}{tried}"
+
+
+def _body(context: Mapping[str, Any]) -> str:
+    """The event's fields, a line each (those it has)."""
+    fields = _payload(context)
+    names = "event dag_id task_id map_index run_id logical_date try_number state error url"
+    lines = [
+        f"{name}: {fields[name]}"
+        for name in names.split()
+        if fields.get(name) not in (None, "") and not (name == "map_index" and fields[name] == -1)
+    ]
+    return "\n".join(lines) + "\n"
+
+
 def _payload(context: Mapping[str, Any]) -> dict[str, Any]:
     """The event's identity and outcome: not the whole context, whose params and conf may
     hold anything, secrets and values JSON cannot carry included."""
@@ -264,6 +373,33 @@ def _shown(url: str) -> str:
         return base
     authority, slash, path = rest.partition("/")
     return f"{scheme}://{authority.rpartition('@')[2]}{slash}{path}"
+
+
+_ADDRESS = re.compile(r"[^@\s,;<>\"']+@[^@\s,;<>\"']+")
+
+
+def _addresses(value: object, what: str) -> list[str]:
+    """Bare addresses (``ops@example.com``) from one, a list, or a string of them separated
+    by commas or semicolons (Airflow's ``email``)."""
+    if isinstance(value, str):
+        items = re.split(r"[,;]", value)
+    elif isinstance(value, list | tuple) and all(isinstance(v, str) for v in value):
+        items = list(value)
+    else:
+        raise NotifyError(f"email {what} must be an address or a list of them, not {value!r}")
+    found = [item.strip() for item in items if item.strip()]
+    if not found:
+        raise NotifyError(f"email {what} names no address")
+    for address in found:
+        if not _ADDRESS.fullmatch(address):
+            raise NotifyError(f"email {what}: {address!r} is not an email address")
+    return found
+
+
+def _template(value: object, what: str) -> str | None:
+    if value is not None and (not isinstance(value, str) or not value.strip()):
+        raise NotifyError(f"email {what} must be a non-empty str, not {value!r}")
+    return value
 
 
 def _check_url(url: object) -> None:

@@ -27,7 +27,16 @@ from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import RunType
-from dagrun.store import Store, assets, dag_reads, operator_actions, pools, registry, runs
+from dagrun.store import (
+    Store,
+    asset_triggers,
+    assets,
+    dag_reads,
+    operator_actions,
+    pools,
+    registry,
+    runs,
+)
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
@@ -77,15 +86,20 @@ class Scheduler:
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
         self._warned_pools: set[str] = set()
+        #: The asset event id every writer has settled (``asset_triggers.settled``).
+        self._settled = 0
 
     def tick(self) -> TickReport:
         report = TickReport()
         self._refresh_dags()
         with self.store.read() as conn:
             dags = dag_reads.active_dags(conn)
+        if any(row.spec.assets or row.spec.condition is not None for row in dags):
+            self._settled = asset_triggers.settled(self.store, self._settled)
+        settled = self._settled
         for row in dags:
             try:
-                self._schedule_dag(row.dag_id, report)
+                self._schedule_dag(row.dag_id, report, settled)
             except StoreConflict as exc:  # another scheduler or a worker won a race
                 log.warning("%s: tick rolled back, next tick retries: %s", row.dag_id, exc)
         with self.store.read() as conn:
@@ -121,7 +135,9 @@ class Scheduler:
         for path in result.parsed:
             log.info("parsed %s", path)
 
-    def _schedule_dag(self, dag_id: str, report: TickReport) -> None:
+    def _schedule_dag(self, dag_id: str, report: TickReport, settled: int) -> None:
+        """Create, admit and start one DAG's runs; asset events are read up to ``settled``
+        (``asset_triggers.settled``)."""
         now = self.clock()
         with self.store.write() as conn:
             if not runs.lock_dag(conn, dag_id, skip_locked=True):
@@ -133,7 +149,8 @@ class Scheduler:
             spec = row.spec
             timed_out = operator_actions.time_out_runs(conn, spec, now)
             created = self._create_due_runs(conn, spec, row.cursor, now)
-            created += self._run_for_assets(conn, spec, now)
+            created += self._run_for_assets(conn, spec, now, settled)
+            created += self._run_for_condition(conn, spec, now, settled)
             admitted, started = _admit_and_start(conn, spec, now)
             waiting = 0 if admitted else runs.count_waiting_runs(conn, dag_id, now)
         if len(admitted) == ADMIT_PER_COMMIT:
@@ -183,6 +200,9 @@ class Scheduler:
         tt = spec.timetable
         if not tt.schedulable:
             return 0
+        if cursor is None and (first := tt.first_cursor(now)) is not None:
+            runs.set_cursor(conn, spec.dag_id, first)  # decided once, as Airflow does
+            cursor = first
         if not spec.catchup and runs.count_active_runs(conn, spec.dag_id) >= spec.max_active_runs:
             return 0
         due = tt.due_intervals(cursor, now, spec.catchup)[:MAX_CREATE_PER_TICK]
@@ -197,13 +217,13 @@ class Scheduler:
         runs.set_cursor(conn, spec.dag_id, due[-1].start + _EPSILON)
         return created
 
-    def _run_for_assets(self, conn: Connection, spec: DagSpec, now: datetime) -> int:
+    def _run_for_assets(self, conn: Connection, spec: DagSpec, now: datetime, settled: int) -> int:
         """An asset-scheduled DAG: a run per partition key its assets all have new events
         for, or a re-run of the key's finished run when a partition really changed (as
         ``clear`` would). Returns the runs made."""
         if not spec.assets:
             return 0
-        found = assets.look(conn, spec)
+        found = assets.look(conn, spec, settled)
         for due in found.due:
             if due.run_pk is None:
                 runs.create_runs(conn, spec, [due.interval], RunType.ASSET, now)
@@ -216,6 +236,24 @@ class Scheduler:
         if found.cursor is not None:
             assets.move_cursor(conn, spec, found.cursor)
         return sum(1 for due in found.due if due.run_pk is None)
+
+    def _run_for_condition(
+        self, conn: Connection, spec: DagSpec, now: datetime, settled: int
+    ) -> int:
+        """A DAG on an Airflow-style asset condition: a run when the condition holds over
+        the assets with new events, consuming them (``asset_triggers``)."""
+        if spec.condition is None:
+            return 0
+        made = asset_triggers.trigger(conn, spec, now, settled)
+        if made is None:
+            return 0
+        log.info(
+            "%s: asset-triggered run at %s (new events of %s)",
+            spec.dag_id,
+            made.logical_date.isoformat(),
+            ", ".join(made.assets),
+        )
+        return 1
 
     def _hold(self, dag_id: str, reason: str) -> None:
         """Log why a DAG's runs are held back, once per change of reason."""

@@ -177,3 +177,14 @@ def previous_success(context: TaskContext) -> Any:
 
     with shared_store(context.db_url).read() as conn:
         return run_reads.previous_success(conn, context.dag_id, context.logical_date)
+
+
+def triggering_events(context: TaskContext) -> dict[str, list[Any]]:
+    """The asset events the run was made from, by asset; outside a stored run, none."""
+    if context.run_pk is None or context.db_url is None:
+        return {}
+    from dagrun.store import asset_triggers
+    from dagrun.store.engine import shared_store
+
+    with shared_store(context.db_url).read() as conn:
+        return dict(asset_triggers.triggering_events(conn, context.run_pk))

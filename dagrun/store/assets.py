@@ -28,6 +28,7 @@ from sqlalchemy import Connection, insert
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import dag_reads, run_reads, runs, sql
+from dagrun.store.asset_triggers import UNBOUNDED
 from dagrun.store.schema import asset_consumed, asset_cursor, asset_event
 from dagrun.store.sql import Statement, binds, name_all, upsert
 from dagrun.timing.instants import iso
@@ -141,15 +142,21 @@ class Look:
     cursor: int | None = None
 
 
-def look(conn: Connection, spec: DagSpec) -> Look:
+def look(conn: Connection, spec: DagSpec, settled: int = UNBOUNDED) -> Look:
     """The keys whose assets all have events, with a change the DAG has not consumed.
 
     Keys whose run is still active are left for a later look (the cursor stops before
     their events); keys some asset has no event for yet wait for it (its event brings the
-    key back)."""
+    key back). Events after ``settled`` (an id some event below may still commit under,
+    see ``asset_triggers.settled``) wait for a later look."""
     found = Look()
     after = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
-    params = {"b_assets": list(spec.assets), "b_after": after, "b_limit": EVENTS_PER_LOOK}
+    params = {
+        "b_assets": list(spec.assets),
+        "b_after": after,
+        "b_upto": settled,
+        "b_limit": EVENTS_PER_LOOK,
+    }
     events = sql.rows(conn, dag_reads.NEW_ASSET_EVENTS, params)
     if not events:
         return found
@@ -276,7 +283,7 @@ def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
             for name in task.outlets:
                 producers.setdefault(name, []).append(f"{spec.dag_id}.{task.task_id}")
                 producer_dags.setdefault(name, []).append(spec.dag_id)
-        for name in spec.assets:
+        for name in (*spec.assets, *spec.condition_assets):
             consumers.setdefault(name, []).append(spec.dag_id)
     summary = {r[0]: r[1:] for r in sql.tuples(conn, dag_reads.ASSET_EVENT_SUMMARY)}
     rows = []
@@ -345,9 +352,22 @@ class Awaited:
 
 def awaited(conn: Connection, spec: DagSpec) -> list[Awaited]:
     """The assets ``spec`` is scheduled on, in its order, with what it made of their latest
-    events (the same cursor and consumed rows ``look`` and ``consume`` keep)."""
-    latest = latest_events(conn, spec.assets)
+    events (the same cursor and consumed rows ``look`` and ``consume`` keep; for an asset
+    condition, its cursor: an event after it waits for the condition to hold)."""
     cursor = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    if spec.condition is not None:
+        found = latest_events(conn, spec.condition_assets)
+        return [
+            Awaited(
+                name,
+                event := found.get(name),
+                cursor if event is not None and event.id <= cursor else None,
+                None,
+                event is not None and event.id > cursor,
+            )
+            for name in spec.condition_assets
+        ]
+    latest = latest_events(conn, spec.assets)
     consumed = {}
     if latest:
         params = {

@@ -4,7 +4,8 @@ specs, pools and DAG caps, and asset events.
 The DAG sync compares files with ``known_files``; the scheduler, the CLI and the web page
 read ``active_dags``, ``get_dag`` and ``load_spec``; claims count pools' and DAGs' running
 tasks under the locks they take (``RUNNING_IN_POOL``, ``RUNNING_IN_DAG``); asset
-scheduling reads events after each DAG's cursor (``NEW_ASSET_EVENTS``). Like every read,
+scheduling reads events after each DAG's cursor (``NEW_ASSET_EVENTS``, and per asset
+``NEW_EVENTS_BY_ASSET`` for a condition). Like every read,
 these lock nothing (see ``statements`` on deciding under a lock).
 """
 
@@ -18,13 +19,14 @@ from datetime import datetime
 from sqlalchemy import Connection, func, select
 
 from dagrun.errors import DagNotFound
-from dagrun.parsing.spec import DagSpec, spec_from
+from dagrun.parsing.spec import DagSpec, FileWarning, spec_from
 from dagrun.states import TaskState
 from dagrun.store import sql
 from dagrun.store.schema import (
     asset_consumed,
     asset_cursor,
     asset_event,
+    asset_trigger,
     dag,
     dag_file,
     dag_run,
@@ -98,6 +100,31 @@ _IMPORT_ERRORS = Statement(
     .where(dag_file.c.error.is_not(None))
     .order_by(dag_file.c.path),
 )
+
+
+@dataclass(frozen=True)
+class FileWarnings:
+    """A DAG file's warnings from its last parse (``dags errors --warnings``)."""
+
+    path: str
+    warnings: tuple[FileWarning, ...]
+
+
+_FILE_WARNINGS = Statement(
+    "The DAG files whose last parse left warnings, with them, by path.",
+    select(dag_file.c.path, dag_file.c.warnings)
+    .where(dag_file.c.warnings.is_not(None), dag_file.c.warnings != "[]")
+    .order_by(dag_file.c.path),
+)
+
+
+def file_warnings(conn: Connection) -> list[FileWarnings]:
+    return [
+        FileWarnings(r.path, tuple(FileWarning.from_json(w) for w in json.loads(r.warnings)))
+        for r in sql.rows(conn, _FILE_WARNINGS)
+    ]
+
+
 _GOOD_SOURCE = Statement(
     "The source of a DAG file's last parse that succeeded.",
     select(dag_file.c.good_source).where(dag_file.c.path == _b("path")),
@@ -271,9 +298,14 @@ PARTITION_FINGERPRINT = Statement(
     .limit(1),
 )
 NEW_ASSET_EVENTS = Statement(
-    "Events of some assets after a DAG's cursor, oldest first (what it has not looked at).",
+    "Events of some assets after a DAG's cursor (up to a settled id), oldest first (what it "
+    "has not looked at).",
     select(*asset_event.c["id", "asset", "partition_key", "fingerprint"])
-    .where(asset_event.c.asset.in_(_many("assets")), asset_event.c.id > _b("after"))
+    .where(
+        asset_event.c.asset.in_(_many("assets")),
+        asset_event.c.id > _b("after"),
+        asset_event.c.id <= _b("upto"),
+    )
     .order_by(asset_event.c.id)
     .limit(_b("limit")),
 )
@@ -325,6 +357,38 @@ CONSUMED_OF_KEYS = Statement(
         asset_consumed.c.asset.in_(_many("assets")),
         asset_consumed.c.partition_key.in_(_many("keys")),
     ),
+)
+
+NEW_EVENTS_BY_ASSET = Statement(
+    "Per asset with events after a DAG's cursor (up to a settled id): the last one's id "
+    "and when the last came (what an asset condition is evaluated over).",
+    select(asset_event.c.asset, func.max(asset_event.c.id), func.max(asset_event.c.created_at))
+    .where(
+        asset_event.c.asset.in_(_many("assets")),
+        asset_event.c.id > _b("after"),
+        asset_event.c.id <= _b("upto"),
+    )
+    .group_by(asset_event.c.asset),
+)
+LAST_ASSET_EVENT = Statement(
+    "The id of the latest asset event (0 with none).",
+    select(func.coalesce(func.max(asset_event.c.id), 0)),
+)
+TRIGGERING_EVENTS = Statement(
+    "The events an asset-triggered run was made from, oldest first, with the run id of the "
+    "run that produced each.",
+    select(
+        *asset_event.c["id", "asset", "partition_key", "fingerprint", "dag_id", "task_id"],
+        asset_event.c.created_at,
+        dag_run.c.run_id,
+    )
+    .select_from(
+        asset_trigger.join(asset_event, asset_event.c.id == asset_trigger.c.event_id).outerjoin(
+            dag_run, dag_run.c.id == asset_event.c.run_pk
+        )
+    )
+    .where(asset_trigger.c.run_pk == _b("run_pk"))
+    .order_by(asset_event.c.id),
 )
 
 

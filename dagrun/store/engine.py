@@ -89,11 +89,14 @@ class Capabilities:
     server_clock: bool
     #: Workers can LISTEN for queued work instead of only polling.
     notifies: bool
+    #: Transactions write at once, so rows may commit out of the order of their ids (a
+    #: reader of new asset events waits for a settled id: ``asset_triggers.settled``).
+    concurrent_writers: bool
 
 
 def capabilities(dialect: str) -> Capabilities:
     postgres = dialect == "postgresql"
-    return Capabilities(server_clock=postgres, notifies=postgres)
+    return Capabilities(server_clock=postgres, notifies=postgres, concurrent_writers=postgres)
 
 
 class Store:

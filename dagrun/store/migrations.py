@@ -209,6 +209,12 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
         ]
         for dialect, ts in (("sqlite", "DATETIME"), ("postgresql", "TIMESTAMP WITH TIME ZONE"))
     },
+    # Airflow-style asset conditions: the events each asset-triggered run was made from.
+    10: [
+        "CREATE TABLE asset_trigger (run_pk INTEGER NOT NULL, event_id INTEGER NOT NULL, "
+        "PRIMARY KEY (run_pk, event_id), "
+        "FOREIGN KEY(run_pk) REFERENCES dag_run (id) ON DELETE CASCADE)",
+    ],
 }
 
 

@@ -22,12 +22,13 @@ from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
+from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, CallbackEvent, RunState, TaskState
 from dagrun.store import callbacks, run_reads, sql
 from dagrun.store import statements as q
 from dagrun.store.attempts import log_params
-from dagrun.store.readiness import run_outcome
+from dagrun.store.readiness import counted_states, run_outcome
 from dagrun.store.runs import advance_runs, ensure_task_instances
 
 #: Task states a hand change may overwrite without stopping anything.
@@ -157,6 +158,10 @@ def clear_runs(
     """Reset the chosen task instances of each run (all of them for None) so they run again;
     ``map_index`` picks one index of mapped tasks (else all of them).
 
+    Clearing a task clears the setups whose scope it is in and their teardowns, and
+    clearing a setup its teardowns (``scopes.with_setups_and_teardowns``), so the work
+    runs again with its resource made again and torn down after.
+
     Running instances are left alone (they finish or are reaped first). A finished run goes
     back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
     """
@@ -164,7 +169,9 @@ def clear_runs(
     statement = q.CLEAR_TASKS if map_index is None else q.CLEAR_TASK_INDEX
     for run_pk, task_ids in sorted(selection.items()):
         ensure_task_instances(conn, spec, [run_pk])
-        chosen = sorted(spec.task_map if task_ids is None else task_ids)
+        chosen = sorted(
+            spec.task_map if task_ids is None else with_setups_and_teardowns(spec, task_ids)
+        )
         params = {"b_run_pk": run_pk, "b_task_ids": chosen, **_index(map_index)}
         cleared_tasks += sql.execute(conn, statement, params).rowcount
         sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})
@@ -260,8 +267,7 @@ def _settle(
     if before.value not in _FINISHED_RUN:
         return before, False
     rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": [run_pk]})
-    states = [TaskState(state) for _, _, state in rows]
-    outcome = run_outcome(states)
+    outcome = run_outcome(counted_states(spec, [(t, TaskState(state)) for _, t, state in rows]))
     if outcome is None:
         sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})
         return RunState.WAITING, True

@@ -17,8 +17,8 @@ from datetime import datetime
 from sqlalchemy import Connection, delete, update
 
 from dagrun.errors import DagNotFound
-from dagrun.parsing.spec import DagSpec, digest_of
-from dagrun.store import dag_reads, sql
+from dagrun.parsing.spec import DagSpec, FileWarning, digest_of
+from dagrun.store import asset_triggers, dag_reads, sql
 from dagrun.store.schema import dag, dag_cap, dag_file
 from dagrun.store.sql import Statement, name_all, upsert
 from dagrun.store.sql import bind as _b
@@ -27,12 +27,12 @@ from dagrun.store.sql import bind_list as _many
 # ---------------------------------------------------------------- statements
 
 UPSERT_DAG_FILES = Statement(
-    "Record parsed files: content hash, DAG ids, import error, helper files, and the source "
-    "of a parse that succeeded (a failed parse keeps the last good one).",
+    "Record parsed files: content hash, DAG ids, import error, helper files, warnings, and "
+    "the source of a parse that succeeded (a failed parse keeps the last good one).",
     upsert(
         dag_file,
         "path",
-        ("content_hash", "parsed_at", "dag_ids", "error", "error_line", "depends_on"),
+        ("content_hash", "parsed_at", "dag_ids", "error", "error_line", "depends_on", "warnings"),
         kept_if_null=("good_source",),
     ),
 )
@@ -75,7 +75,8 @@ name_all(globals(), prefix="registry.")
 @dataclass(frozen=True)
 class ParsedFile:
     """One parsed file as the registry records it. ``dag_ids`` are the DAGs it owns (the
-    last good parse's while it fails); ``good_source`` is set when this parse succeeded."""
+    last good parse's while it fails); ``good_source`` is set when this parse succeeded;
+    ``warnings`` are this parse's (a file that failed to import has none)."""
 
     path: str
     content_hash: str
@@ -85,6 +86,7 @@ class ParsedFile:
     depends_on: tuple[str, ...] = ()
     dag_ids: tuple[str, ...] | None = None
     good_source: str | None = None
+    warnings: tuple[FileWarning, ...] = ()
 
 
 def save_file(
@@ -114,6 +116,7 @@ def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None
             "b_error_line": f.error_line,
             "b_depends_on": json.dumps(sorted(f.depends_on)),
             "b_good_source": f.good_source,
+            "b_warnings": json.dumps([w.to_json() for w in f.warnings]),
         }
         for f in files
     ]
@@ -127,7 +130,8 @@ def save_dag(conn: Connection, spec: DagSpec, now: datetime) -> None:
 
 def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
     """Upsert DAG rows: a new DAG starts (un)paused as it asks; an existing one keeps its
-    pause flag and scheduler cursor."""
+    pause flag and scheduler cursor. A DAG with an asset condition gets its cursor over
+    asset events the first time (``asset_triggers.start_cursors``)."""
     rows = []
     for spec in specs:
         text = spec.to_json()
@@ -147,6 +151,7 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
             }
         )
     sql.execute_many(conn, UPSERT_DAGS, rows)
+    asset_triggers.start_cursors(conn, specs)
     capped = [s for s in specs if s.max_active_tasks is not None]
     sql.execute_many(
         conn,

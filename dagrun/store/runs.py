@@ -352,13 +352,25 @@ def _decide_after(
 
 
 def _downstream(spec: DagSpec, task_ids: Iterable[str]) -> set[str]:
+    """The tasks the end of ``task_ids`` may make ready: their direct downstream tasks, and
+    the tasks further down in the scope of an ended setup (they wait for it as well)."""
     below = spec.downstream
-    return {d for t in task_ids for d in below.get(t, ())}
+    found = {d for t in task_ids for d in below.get(t, ())}
+    if spec.setup_ids:
+        scoped = spec.setup_dependants
+        found.update(d for t in task_ids if t in scoped for d in scoped[t])
+    return found
 
 
 def _upstream(spec: DagSpec, task_ids: Iterable[str]) -> set[str]:
+    """What deciding ``task_ids`` reads: their upstream tasks, and the setups whose scope
+    they are in (readiness reads those too, ``readiness._with_setups``)."""
     tasks = spec.task_map
-    return {u for t in task_ids for u in tasks[t].upstream}
+    found = {u for t in task_ids for u in tasks[t].upstream}
+    if spec.setup_ids:
+        scopes = spec.setup_scopes
+        found.update(s for t in task_ids if t in scopes for s in scopes[t].indirect)
+    return found
 
 
 def _task_states(

@@ -38,7 +38,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``migrations.MIGRATIONS``.
-SCHEMA_VERSION = 9
+SCHEMA_VERSION = 10
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -356,12 +356,27 @@ asset_consumed = Table(
     Column("consumed_at", UtcDateTime, nullable=False),
 )
 
-#: The last asset event each asset-scheduled DAG has looked at.
+#: The last asset event each asset-scheduled DAG has looked at (per partition key), or that
+#: its last asset-triggered run consumed (an Airflow-style condition: ``asset_triggers``).
 asset_cursor = Table(
     "asset_cursor",
     metadata,
     Column("dag_id", String(250), primary_key=True),
     Column("last_event_id", Integer, nullable=False),
+)
+
+#: The events an asset-triggered run of an Airflow-style condition was made from (each event
+#: once per DAG: the DAG's cursor in ``asset_cursor`` moves past them in the same commit).
+asset_trigger = Table(
+    "asset_trigger",
+    metadata,
+    Column(
+        "run_pk",
+        Integer,
+        ForeignKey("dag_run.id", ondelete="CASCADE"),
+        primary_key=True,
+    ),
+    Column("event_id", Integer, primary_key=True),
 )
 
 partition_write = Table(

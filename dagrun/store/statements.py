@@ -32,7 +32,8 @@ reads, which lock nothing and live with the other reads: ``run_reads`` (runs and
 states), ``task_reads`` (task instances, attempts, callbacks) and ``dag_reads`` (DAGs,
 pools and caps, asset events).
 Configuration rows keep their statements beside their own modules (``registry``, ``pools``,
-``variables``, ``connections``, ``audit``), as do the asset records (``assets``) and
+``variables``, ``connections``, ``audit``), as do the asset records (``assets``,
+``asset_triggers``) and
 retention's deletes (``retention``). The functions that combine this module's statements
 live beside it: ``runs`` (create, admit, start, advance), ``attempts`` (claim, extend,
 complete, release), ``pools`` (claims within the limits), ``upkeep`` (requeue, reap) and

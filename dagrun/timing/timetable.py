@@ -29,10 +29,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from datetime import date, datetime, time, timedelta
 from itertools import islice, takewhile
-from typing import TYPE_CHECKING, NamedTuple
+from typing import Any, NamedTuple
 from zoneinfo import ZoneInfo
 
 from dagrun.errors import ScheduleError
+from dagrun.timing import schedules
 from dagrun.timing.cron import Expansion, compile_cron
 from dagrun.timing.instants import (
     ONE_DAY,
@@ -46,9 +47,6 @@ from dagrun.timing.instants import (
     to_utc,
     wall_to_utc,
 )
-
-if TYPE_CHECKING:
-    pass
 
 # Offsets are sampled this far apart to find where a fire time's wall-clock scan must begin;
 # no zone changes its offset twice within it.
@@ -82,6 +80,10 @@ class Timetable(ABC):
     """
 
     schedulable: bool = True
+    #: How far a run's logical date lies before the instant start_date and end_date bound:
+    #: a trigger schedule's ``interval`` (its fire times are bounded, as Airflow bounds
+    #: them), zero for the schedules whose logical dates are bounded.
+    lead: timedelta = timedelta(0)
 
     def __init__(
         self, description: str, tz: ZoneInfo, start: datetime | None, end: datetime | None
@@ -102,13 +104,17 @@ class Timetable(ABC):
         """Intervals with logical date strictly after `after` (UTC), ignoring start and end."""
 
     def _upcoming(self, after: datetime | None) -> Iterator[tuple[DataInterval, str | None]]:
-        """Intervals after `after` (or from start), within start_date and end_date."""
-        if self.start is None:
-            return
-        floor = self.start - TICK
-        after = floor if after is None else max(as_utc(after), floor)
+        """Intervals after `after` (or from start), within start_date and end_date. Without
+        a start_date only a trigger schedule has intervals, and only after a given instant."""
+        floor = None if self.start is None else self.start - self.lead - TICK
+        if after is None:
+            if floor is None:
+                return
+            after = floor
+        after = as_utc(after) if floor is None else max(as_utc(after), floor)
+        last = None if self.end is None else self.end - self.lead
         for interval, note in self._intervals_after(after):
-            if self.end is not None and interval.start > self.end:
+            if last is not None and interval.start > last:
                 return
             yield interval, note
 
@@ -149,10 +155,11 @@ class Timetable(ABC):
         A DAG that started years ago with catchup=False must stay cheap on every tick, so look
         back from `now` over a window that grows until it holds a complete interval.
         """
-        if self.start is None:
-            return None
-        floor = self.start if cursor is None else max(self.start, as_utc(cursor))
-        if floor > now:
+        floors = [as_utc(cursor)] if cursor is not None else []
+        if self.start is not None:
+            floors.append(self.start - self.lead)
+        floor = max(floors, default=None)
+        if floor is None or floor > now:
             return None
         span = timedelta(hours=1)
         while True:
@@ -165,6 +172,12 @@ class Timetable(ABC):
             if latest is not None or probe == floor:
                 return latest
             span *= 8
+
+    def first_cursor(self, now: datetime) -> datetime | None:
+        """Where a schedule with no start_date begins: the logical date of its first run,
+        decided once, when the scheduler first meets it (it keeps the answer as its cursor).
+        None for every schedule that needs a start_date."""
+        return None
 
     def occurrences(self, after: datetime | None, n: int) -> list[Occurrence]:
         """The next n intervals with logical date strictly after `after`, with DST notes (for
@@ -232,20 +245,26 @@ class _Fire(NamedTuple):
 
 
 class CronTimetable(Timetable):
-    """A cron expression or preset, evaluated in the DAG's timezone.
+    """A cron expression or preset, evaluated in the DAG's timezone (or in ``zone``, a
+    schedule object's own).
 
     Intervals run from one fire time to the next. `fixed_time` tells which DST rule applies.
     """
+
+    start: datetime | None  # set, except for a trigger schedule that starts from now
 
     def __init__(
         self,
         expression: str,
         tz: ZoneInfo,
-        start: datetime,
+        start: datetime | None,
         end: datetime | None,
         expansion: Expansion | None = None,
+        zone: ZoneInfo | None = None,
     ):
-        super().__init__(expression, tz, start, end)
+        self.cron_tz = zone or tz
+        shown = expression if zone in (None, tz) else f"{expression} ({self.cron_tz.key})"
+        super().__init__(shown, tz, start, end)
         self._spec = compile_cron(expression, expansion)
         self.expression = self._spec.expression
         self.fixed_time = self._spec.fixed_time
@@ -282,17 +301,17 @@ class CronTimetable(Timetable):
         return (after + offset).replace(tzinfo=None)
 
     def _offset_at(self, instant: datetime) -> timedelta:
-        offset = instant.astimezone(self.tz).utcoffset()
+        offset = instant.astimezone(self.cron_tz).utcoffset()
         assert offset is not None  # an instant in a ZoneInfo zone always has an offset
         return offset
 
     def _fixed_time_fires(self, walls: Iterable[tuple[datetime, datetime]]) -> Iterator[_Fire]:
         """Debian's rule: a skipped wall time fires at the end of its gap, a repeated one once."""
         for wall, folded in walls:
-            kind, first, _ = resolve_reading(wall, folded, self.tz)
+            kind, first, _ = resolve_reading(wall, folded, self.cron_tz)
             if kind is Kind.SKIPPED:
                 label = hhmm(wall)
-                note = f"moved: {label} skipped by DST, fires at {local_text(first, self.tz)}"
+                note = f"moved: {label} skipped by DST, fires at {local_text(first, self.cron_tz)}"
                 yield _Fire(first, note, (label,), regular=False)
             elif kind is Kind.REPEATED:
                 yield _Fire(first, f"repeated {hhmm(wall)} fires once (first occurrence)")
@@ -307,7 +326,7 @@ class CronTimetable(Timetable):
         """
         repeats: deque[_Fire] = deque()
         for wall, folded in walls:
-            kind, first, second = resolve_reading(wall, folded, self.tz)
+            kind, first, second = resolve_reading(wall, folded, self.cron_tz)
             if kind is Kind.SKIPPED:
                 continue
             while repeats and repeats[0].instant < first:
@@ -315,9 +334,9 @@ class CronTimetable(Timetable):
             if kind is Kind.REPEATED:
                 assert second is not None  # a repeated wall time has its second instant
                 label = hhmm(wall)
-                yield _Fire(first, f"real time: 1st {label} ({_zone_name(first, self.tz)})")
+                yield _Fire(first, f"real time: 1st {label} ({_zone_name(first, self.cron_tz)})")
                 repeats.append(
-                    _Fire(second, f"real time: 2nd {label} ({_zone_name(second, self.tz)})")
+                    _Fire(second, f"real time: 2nd {label} ({_zone_name(second, self.cron_tz)})")
                 )
             else:
                 yield _Fire(first)
@@ -343,12 +362,84 @@ class CronTimetable(Timetable):
         regular = one.regular or other.regular
         if not skipped:
             return one
-        where = local_text(one.instant, self.tz)
+        where = local_text(one.instant, self.cron_tz)
         if regular:
             note = f"merged: {', '.join(skipped)} skipped by DST, fires once together with {where}"
         else:
             note = f"merged: {', '.join(skipped)} skipped by DST, fire once at {where}"
         return _Fire(one.instant, note, skipped, regular)
+
+
+class CronTriggerTimetable(CronTimetable):
+    """A run at each fire time, due then, covering the ``interval`` before it (Airflow's
+    CronTriggerTimetable): its logical date is the start of that interval, as for every
+    run (DESIGN section 3, and Airflow's ``DagRunInfo.interval(fire - interval, fire)``), so
+    the fire time itself with the default interval of 0. Fire times follow the same DST
+    rule as every cron schedule, and start_date and end_date bound them (``lead``), as
+    Airflow bounds a trigger schedule's fires by its start and end dates.
+    """
+
+    def __init__(
+        self,
+        expression: str,
+        tz: ZoneInfo,
+        start: datetime | None,
+        end: datetime | None,
+        expansion: Expansion | None = None,
+        zone: ZoneInfo | None = None,
+        *,
+        interval: timedelta = timedelta(0),
+        run_immediately: schedules.RunImmediately = False,
+    ):
+        super().__init__(expression, tz, start, end, expansion, zone)
+        self.description = f"trigger {self.description}" + (
+            f" covering {interval}" if interval else ""
+        )
+        self.lead = self.interval = interval
+        self.run_immediately = run_immediately
+
+    def _intervals_after(self, after: datetime) -> Iterator[tuple[DataInterval, str | None]]:
+        for fire in self._fires_after(after + self.interval):
+            yield DataInterval(fire.instant - self.interval, fire.instant), fire.note
+
+    def first_cursor(self, now: datetime) -> datetime | None:
+        """Without a start_date, the first run is chosen from ``now`` by ``run_immediately``
+        as Airflow documents it: True the latest fire at or before now, False the next, a
+        duration the latest if no older than that, None the latest if no older than a tenth
+        of the gap to the next fire and at least 5 minutes (Airflow 3's rule; its code also
+        reads False so, against its documentation and 2.10's code, which wait for the next)."""
+        if self.start is not None:
+            return None
+        now = as_utc(now)
+        after = next(self._fires_after(now - TICK), None)
+        past = now if after is not None and after.instant == now else self._fire_before(now)
+        ahead = None if after is None else after.instant
+        chosen = ahead
+        if past is not None:
+            immediately = self.run_immediately
+            if immediately is True or ahead is None:
+                chosen = past
+            elif isinstance(immediately, timedelta):
+                chosen = past if now - past <= immediately else ahead
+            elif immediately is None:
+                buffer = max((ahead - past) / 10, timedelta(minutes=5))
+                chosen = past if now - past <= buffer else ahead
+        return None if chosen is None else chosen - self.interval
+
+    def _fire_before(self, instant: datetime) -> datetime | None:
+        """The latest fire strictly before ``instant``, looking back over a window that
+        grows until it holds one (a yearly schedule needs a year; none within a century)."""
+        span = timedelta(hours=1)
+        while span < timedelta(days=36600):
+            found = None
+            for fire in self._fires_after(instant - span):
+                if fire.instant >= instant:
+                    break
+                found = fire.instant
+            if found is not None:
+                return found
+            span *= 8
+        return None
 
 
 def _zone_name(instant: datetime, tz: ZoneInfo) -> str:
@@ -358,8 +449,13 @@ def _zone_name(instant: datetime, tz: ZoneInfo) -> str:
 # --- construction -------------------------------------------------------------------------------
 
 
+#: What ``DAG(schedule=...)`` may be, besides a list of assets; a dict is a schedule object
+#: as a stored spec keeps it (``schedules.from_data``).
+TimeSchedule = str | timedelta | schedules.Schedule | dict[str, Any] | None
+
+
 def make_timetable(
-    schedule: str | timedelta | None,
+    schedule: TimeSchedule,
     timezone: str = "UTC",
     start_date: date | datetime | str | None = None,
     end_date: date | datetime | str | None = None,
@@ -367,6 +463,8 @@ def make_timetable(
 ) -> Timetable:
     """Build and validate a DAG's timetable; every mistake is a one-line ScheduleError.
     ``cron`` is a cron schedule's expansion from an earlier parse (``DagSpec.cron``)."""
+    if isinstance(schedule, dict):
+        schedule = schedules.from_data(schedule)
     kind = _schedule_kind(schedule, cron)
     tz = get_zone(timezone)
     start = None if start_date is None else to_utc(start_date, tz, what="start_date")
@@ -377,13 +475,29 @@ def make_timetable(
         )
     if kind == "none":
         return NullTimetable(tz, start, end)
+    if isinstance(schedule, schedules.CronTrigger):  # the one schedule that may start from now
+        zone = None if schedule.timezone is None else get_zone(schedule.timezone)
+        return CronTriggerTimetable(
+            schedule.cron,
+            tz,
+            start,
+            end,
+            cron,
+            zone,
+            interval=schedule.interval,
+            run_immediately=schedule.run_immediately,
+        )
     if start is None:
         raise ScheduleError("start_date is required for a scheduled DAG", value=schedule)
     if kind == "once":
         return OnceTimetable(tz, start, end)
-    if kind == "delta":
-        assert isinstance(schedule, timedelta)  # _schedule_kind's "delta"
+    if isinstance(schedule, schedules.DeltaIntervals):
+        schedule = schedule.delta
+    if isinstance(schedule, timedelta):
         return DeltaTimetable(schedule, tz, start, end)
+    if isinstance(schedule, schedules.CronIntervals):
+        zone = None if schedule.timezone is None else get_zone(schedule.timezone)
+        return CronTimetable(schedule.cron, tz, start, end, cron, zone)
     assert isinstance(schedule, str)  # _schedule_kind's "cron"
     return CronTimetable(schedule.strip(), tz, start, end, cron)
 
@@ -392,6 +506,8 @@ def _schedule_kind(schedule: object, cron: Expansion | None = None) -> str:
     """Validate the schedule itself first, so its error wins over a missing start_date."""
     if schedule is None:
         return "none"
+    if isinstance(schedule, schedules.SCHEDULE_TYPES):
+        return "object"  # checked when it was made
     if isinstance(schedule, timedelta):
         if schedule <= timedelta(0):
             raise ScheduleError(
@@ -405,6 +521,7 @@ def _schedule_kind(schedule: object, cron: Expansion | None = None) -> str:
         return "cron"
     raise ScheduleError(
         f"invalid schedule {schedule!r}: expected a cron expression, a preset such as "
-        "'@daily', a timedelta or None",
+        "'@daily', a timedelta, a schedule object (CronTrigger, CronIntervals, "
+        "DeltaIntervals) or None",
         value=schedule,
     )

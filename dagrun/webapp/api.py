@@ -57,6 +57,15 @@ def api_import_errors(site: Site, request: Request) -> Response:
     return json_response([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
 
 
+def api_import_warnings(site: Site, request: Request) -> Response:
+    """Each warning of the DAG files that loaded: ``[{"file", "line", "message"}]``."""
+    with site.store.read() as conn:
+        warned = dag_reads.file_warnings(conn)
+    return json_response(
+        [{"file": f.path, "line": w.line, "message": w.message} for f in warned for w in f.warnings]
+    )
+
+
 def api_audit(site: Site, request: Request, dag_id: str | None = None) -> Response:
     """The audit log, newest first (``?limit=``, at most 1000), of one DAG or of all."""
     entries = read_audit(site.store, dag_id, request.query.get("limit"))

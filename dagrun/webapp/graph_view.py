@@ -79,6 +79,9 @@ class Edge:
     upstream: str
     downstream: str
     d: str
+    #: Its label (Airflow's ``Label``), drawn at ``label_at``, the curve's middle.
+    label: str | None = None
+    label_at: tuple[int, int] = (0, 0)
 
 
 @dataclass(frozen=True)
@@ -281,7 +284,12 @@ def compute_layout(spec: DagSpec) -> Layout:
         )
         for t in spec.tasks
     }
-    edges = tuple(_edge(nodes[up], nodes[t.task_id]) for t in spec.tasks for up in t.upstream)
+    labels = spec.labels
+    edges = tuple(
+        _edge(nodes[up], nodes[t.task_id], labels.get((up, t.task_id)))
+        for t in spec.tasks
+        for up in t.upstream
+    )
     frames = tuple(_frame(f, left) for f in block.frames)
     layers = max(layer_of.values(), default=0) + 1
     width = left(layers - 1) + BOX_WIDTH + FRAME_PAD * depth + MARGIN
@@ -430,12 +438,11 @@ def _frame(frame: _PlacedFrame, left: Callable[[int], int]) -> Frame:
     return Frame(frame.path, _fit(frame.path, "", chars), x, MARGIN + frame.y, width, frame.height)
 
 
-def _edge(up: Node, down: Node) -> Edge:
+def _edge(up: Node, down: Node, label: str | None = None) -> Edge:
     """A cubic curve leaving the upstream box rightwards and entering the downstream box
-    from the left, its bend no wider than one column gap."""
+    from the left, its bend no wider than one column gap; its label at its middle."""
     x1, y1 = up.x + BOX_WIDTH, up.y + BOX_HEIGHT // 2
     x2, y2 = down.x, down.y + BOX_HEIGHT // 2
     bend = min((x2 - x1) // 2, EDGE_GAP + BOX_WIDTH // 2)
-    return Edge(
-        up.task_id, down.task_id, f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}"
-    )
+    path = f"M{x1},{y1} C{x1 + bend},{y1} {x2 - bend},{y2} {x2},{y2}"
+    return Edge(up.task_id, down.task_id, path, label, ((x1 + x2) // 2, (y1 + y2) // 2 - 4))

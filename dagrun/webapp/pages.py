@@ -1,5 +1,5 @@
-"""The HTML pages: DAG list, import errors, run grid, run, a run's Gantt, durations over
-time, attempt log, audit log, and static files.
+"""The HTML pages: DAG list, import errors and warnings, run grid, run, a run's Gantt,
+durations over time, attempt log, audit log, and static files.
 
 Each handler is called as ``handler(site, request, **url_params)`` and returns a Response; a
 missing DAG, run, task or try raises and becomes a 404 page in ``WebApp.respond``.
@@ -74,9 +74,11 @@ def dag_list(site: Site, request: Request) -> Response:
 
 
 def import_errors(site: Site, request: Request) -> Response:
+    """Files that failed to load, then the warnings of the files that loaded."""
     with site.store.read() as conn:
         errors = dag_reads.import_errors(conn)
-    return _page(site, "errors.html", request, errors=errors)
+        warnings = dag_reads.file_warnings(conn)
+    return _page(site, "errors.html", request, errors=errors, warnings=warnings)
 
 
 def grid(site: Site, request: Request, dag_id: str) -> Response:

@@ -38,6 +38,7 @@ _TABLE: list[tuple[str, Handler]] = [
     (r"/static/(?P<name>[A-Za-z0-9_.-]+)", pages.static),
     (r"/api/dags", api.api_dags),
     (r"/api/import-errors", api.api_import_errors),
+    (r"/api/import-warnings", api.api_import_warnings),
     (r"/api/audit", api.api_audit),
     (rf"/api/dags/{_DAG}/audit", api.api_audit),
     (r"/api/assets", api.api_assets),

@@ -264,3 +264,46 @@ def test_taskflow_mapping_xcoms_groups_and_chains(store, dags_dir):
     assert spec.task_map["inner"].group == "grouped"
     assert ("split", "pulled", "checked") in spec.edge_labels
     assert set(spec.task_map["powers"].upstream) == {"add__1", "add__2"}
+
+
+CALLBACKS = """
+import json
+from airflow import DAG
+from airflow.operators.python import PythonOperator
+
+OUT = {out!r}
+
+
+def record(context):
+    ti = context["ti"]
+    entry = [
+        ti.task_id,
+        str(context["exception"]),
+        context["dag_run"].run_id == context["run_id"],
+        context["task_instance"].xcom_pull(task_ids="prepare"),
+    ]
+    with open(OUT, "a") as handle:
+        handle.write(json.dumps(entry) + "\\n")
+
+
+def fail():
+    raise ValueError("broken feed")
+
+
+with DAG("called", schedule=None, on_failure_callback=record):
+    prepare = PythonOperator(task_id="prepare", python_callable=lambda: "ready")
+    broken = PythonOperator(task_id="broken", python_callable=fail, on_failure_callback=record)
+    prepare >> broken
+"""
+
+
+def test_airflow_callbacks_get_airflows_context(store, dags_dir, tmp_path):
+    out = tmp_path / "heard.jsonl"
+    write_dag(dags_dir, "called.py", CALLBACKS.format(out=str(out)))
+    run, _ = run_once(store, dags_dir, "called")
+    assert run.state == "failed"
+    heard = sorted(json.loads(line) for line in out.read_text().splitlines())
+    assert heard == [
+        ["", "task(s) failed: broken", True, "ready"],
+        ["broken", "ValueError: broken feed", True, "ready"],
+    ]

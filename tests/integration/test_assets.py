@@ -10,7 +10,15 @@ from pathlib import Path
 import pytest
 
 from dagrun.store import Store
-from tests.helpers import db_rows, run_cli, start_cli, stop_process, wait_until, write_dag
+from tests.helpers import (
+    cli_json,
+    db_rows,
+    run_cli,
+    start_cli,
+    stop_process,
+    wait_until,
+    write_dag,
+)
 
 pytestmark = pytest.mark.slow
 
@@ -154,3 +162,115 @@ def test_the_example_weekly_report_runs_for_each_backfilled_day(cli_env, dags_di
         stop_process(scheduler)
     data = Path(cli_env["DAGRUN_DATA"]) / "weekly_sales"
     assert sorted(p.name for p in data.iterdir()) == [f"ds={day}" for day in DAYS]
+
+
+# Airflow's style (the names dagrun.airflow.assets gives an Airflow file; the DAG and the
+# task are native here, since the `airflow` import alias is not this test's concern).
+AIRFLOW_STYLE = """
+from dagrun import DAG, task
+from dagrun.airflow.assets import Asset, AssetOrTimeSchedule, Dataset
+from dagrun.airflow.timetables import CronTriggerTimetable
+
+orders = Asset("s3://lake/orders", extra={"owner": "sales"})
+customers = Dataset("s3://lake/customers")
+
+with DAG("produce_orders", schedule=None):
+    @task(outlets=[orders])
+    def write_orders():
+        return "orders"
+
+    write_orders()
+
+with DAG("produce_customers", schedule=None):
+    @task(outlets=[customers])
+    def write_customers():
+        return "customers"
+
+    write_customers()
+
+with DAG("join", schedule=[orders, customers]):
+    @task
+    def join():
+        return "joined"
+
+    join()
+
+with DAG("either", schedule=orders | customers):
+    @task
+    def either():
+        return "either"
+
+    either()
+
+with DAG("orders_or_yearly", start_date="2030-01-01",
+         schedule=AssetOrTimeSchedule(
+             timetable=CronTriggerTimetable("0 0 1 1 *", timezone="UTC"), assets=[orders])):
+    @task
+    def yearly():
+        return "yearly"
+
+    yearly()
+"""
+
+
+def test_an_airflow_style_outlet_triggers_the_dags_scheduled_on_it(db_url, dags_dir, tmp_path):
+    """Airflow's meaning: a list of its assets means all of them, any partition key; each
+    event triggers a DAG once; ``|`` runs on either."""
+    write_dag(dags_dir, "lake.py", AIRFLOW_STYLE)
+    env = {
+        "DAGRUN_DB_URL": db_url,
+        "DAGRUN_HOME": str(tmp_path / "home"),
+        "DAGRUN_DAGS_FOLDER": str(dags_dir),
+        "DAGRUN_DATA": str(tmp_path / "data"),
+    }
+    Store(db_url).dispose()
+
+    def runs_of(dag_id: str) -> list[tuple]:
+        return db_rows(
+            env,
+            f"SELECT run_type, state FROM dag_run WHERE dag_id = '{dag_id}' ORDER BY id",
+        )
+
+    scheduler = start_cli(
+        "scheduler", "--workers", "2", "--poll", "0.2", env=env, log=tmp_path / "s.log"
+    )
+    try:
+        done = run_cli("run", "produce_orders", "--date", "2026-01-01", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_until(
+            lambda: (
+                runs_of("either") == [("asset", "success")]
+                and runs_of("orders_or_yearly") == [("asset", "success")]
+            ),
+            60,
+            interval=0.2,
+            what="the DAGs on orders alone to run",
+        )
+        assert runs_of("join") == [], "customers has no event yet"
+        done = run_cli("run", "produce_customers", "--date", "2026-01-07", env=env)
+        assert done.returncode == 0, done.stdout + done.stderr
+        wait_until(
+            lambda: runs_of("join") == [("asset", "success")] and len(runs_of("either")) == 2,
+            60,
+            interval=0.2,
+            what="join to run on both, whatever their partition keys",
+        )
+        wait_until(
+            lambda: runs_of("either")[-1] == ("asset", "success"), 60, interval=0.2, what="either"
+        )
+    finally:
+        stop_process(scheduler)
+    assert len(runs_of("orders_or_yearly")) == 1, "each event triggers a DAG once"
+    consumed = db_rows(
+        env,
+        "SELECT e.asset, e.partition_key FROM asset_trigger t "
+        "JOIN asset_event e ON e.id = t.event_id JOIN dag_run r ON r.id = t.run_pk "
+        "WHERE r.dag_id = 'join' ORDER BY e.asset",
+    )
+    assert consumed == [("s3://lake/customers", "2026-01-07"), ("s3://lake/orders", "2026-01-01")]
+    shown = {d["dag_id"]: d["schedule"] for d in cli_json("dags", "list", env=env)}
+    assert shown["join"] == "assets: s3://lake/orders & s3://lake/customers"
+    assert shown["either"] == "assets: s3://lake/orders | s3://lake/customers"
+    assert shown["orders_or_yearly"] == "assets: s3://lake/orders or trigger 0 0 1 1 *"
+    listed = {a["name"]: a for a in cli_json("assets", "list", env=env)}
+    assert sorted(listed["s3://lake/orders"]["consumers"]) == ["either", "join", "orders_or_yearly"]

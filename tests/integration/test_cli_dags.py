@@ -159,6 +159,68 @@ def test_dags_errors_exits_0_when_all_files_load(env):
     assert json_out("dags", "errors", env=env) == []
 
 
+WARNED = """
+    from airflow import DAG
+    from airflow.operators.bash import BashOperator
+
+    with DAG("warned", schedule=None, default_args={"owner": "data", "queue": "fast"}):
+        BashOperator(task_id="a", bash_command="echo")
+        BashOperator(task_id="b", bash_command="echo", run_as_user="etl")
+"""
+
+
+def test_dags_errors_warnings_lists_each_files_warnings_with_lines(env, dags_dir):
+    path = write_dag(dags_dir, "warned.py", WARNED)
+
+    plain = dagrun("dags", "errors", env=env)
+    assert (plain.returncode, plain.stdout) == (0, "no import errors\n")  # as before
+    assert json_out("dags", "errors", env=env) == []
+
+    listed = dagrun("dags", "errors", "--warnings", env=env)
+    assert listed.returncode == 0, listed.stderr  # warnings never fail the command
+    assert listed.stdout.splitlines() == [
+        "no import errors",
+        f"{path}:5: warning: owner: accepted but not acted on by dagrun",
+        f"{path}:5: warning: queue: accepted but not acted on by dagrun",
+        f"{path}:6: warning: run_as_user: accepted but not acted on by dagrun",
+    ]
+    assert json_out("dags", "errors", "--warnings", env=env) == {
+        "errors": [],
+        "warnings": [
+            {"file": str(path), "line": 5, "message": "owner: accepted but not acted on by dagrun"},
+            {"file": str(path), "line": 5, "message": "queue: accepted but not acted on by dagrun"},
+            {
+                "file": str(path),
+                "line": 6,
+                "message": "run_as_user: accepted but not acted on by dagrun",
+            },
+        ],
+    }
+
+
+def test_dags_errors_warnings_keeps_the_exit_code_of_errors(bad_env, dags_dir):
+    path = write_dag(dags_dir, "warned.py", WARNED)
+
+    listed = dagrun("dags", "errors", "--warnings", env=bad_env)
+    assert listed.returncode == 1
+    lines = listed.stdout.splitlines()
+    assert len(lines) == 6 and lines[3] == (
+        f"{path}:5: warning: owner: accepted but not acted on by dagrun"
+    )
+    document = json_out("dags", "errors", "--warnings", env=bad_env)
+    assert sorted(Path(e["file"]).name for e in document["errors"]) == [
+        "broken.py",
+        "cyclic.py",
+        "sleeper.py",
+    ]
+    assert {w["file"] for w in document["warnings"]} == {str(path)}
+    assert all(set(e) == {"file", "error", "line"} for e in document["errors"])
+
+    write_dag(dags_dir, "warned.py", WARNED.replace(', run_as_user="etl"', ""))
+    fewer = json_out("dags", "errors", "--warnings", env=bad_env)["warnings"]
+    assert [w["message"].split(":")[0] for w in fewer] == ["owner", "queue"]
+
+
 def test_a_fixed_file_leaves_the_error_list(bad_env, dags_dir):
     assert dagrun("dags", "errors", env=bad_env).returncode == 1
     (dags_dir / "team" / "sleeper.py").unlink()
@@ -393,6 +455,32 @@ def test_dags_show_draws_groups_as_a_table_json_and_mermaid(cli_env, dags_dir):
     assert "  t2 --> t3" in lines
 
 
+def test_dags_show_marks_setups_and_teardowns(cli_env, dags_dir):
+    write_dag(
+        dags_dir,
+        "paired.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("paired"):
+            make = BashTask("make", command="echo").as_setup()
+            drop = BashTask("drop", command="echo")
+            make >> BashTask("use", command="echo") >> drop.as_teardown(setups=make)
+        """,
+    )
+    table = dagrun("dags", "show", "paired", env=cli_env)
+    assert table.returncode == 0, table.stderr
+    rows = [line.split() for line in table.stdout.splitlines()[3:]]
+    assert [row[1:3] for row in rows] == [
+        ["make", "(setup)"],
+        ["use", "bash"],
+        ["drop", "(teardown)"],
+    ]
+    assert rows[2][-2:] == ["all_done_setup_success", "0"]
+    dot = dagrun("dags", "show", "paired", "--format", "dot", env=cli_env)
+    assert '  "make" -> "drop" [style=dashed];' in dot.stdout.splitlines()
+
+
 def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dags_dir):
     """A backfill ahead of the scheduler's cursor: the next run is after the backfilled
     range, not the cursor's date (which already has a run and would be skipped)."""
@@ -425,3 +513,55 @@ def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dag
     assert shown["next_logical_date"] == after
     assert shown["next_due_at"] == "2026-03-02T00:00:00+00:00"
     assert "due <time" in page and "2026-03-02" in page
+
+
+TRIGGERED = """
+    from dagrun import DAG, BashTask, CronTrigger
+
+    with DAG("triggered", schedule=CronTrigger("30 6 * * *"), timezone="Asia/Dhaka",
+             start_date="2026-01-01"):
+        BashTask("t", command="true")
+
+    with DAG("covering", schedule=CronTrigger("30 0 * * *", interval="1h"),
+             timezone="Asia/Dhaka", start_date="2026-01-01"):
+        BashTask("t", command="true")
+"""
+
+
+def test_a_trigger_schedule_through_list_next_run_and_backfill(cli_env, dags_dir):
+    """A trigger schedule's runs are dated by their fire times (06:30 in Dhaka is 00:30
+    UTC), which every command reads: the list, the next runs, run --date, backfill."""
+    write_dag(dags_dir, "triggered.py", TRIGGERED)
+    listed = {d["dag_id"]: d for d in json_out("dags", "list", env=cli_env)}
+    assert listed["triggered"]["schedule"] == "trigger 30 6 * * *"
+    assert listed["triggered"]["next_logical_date"] == "2026-01-01T00:30:00+00:00"
+    assert listed["covering"]["schedule"] == "trigger 30 0 * * * covering 1:00:00"
+    after = "2026-03-01T00:00:00+00:00"
+    entries = json_out("dags", "next", "covering", "-n", "2", "--after", after, env=cli_env)
+    # 00:30 in Dhaka is 18:30 UTC the day before; each run covers the hour before its fire
+    assert [(e["logical_date"], e["data_interval_end"]) for e in entries] == [
+        ("2026-03-01T17:30:00+00:00", "2026-03-01T18:30:00+00:00"),
+        ("2026-03-02T17:30:00+00:00", "2026-03-02T18:30:00+00:00"),
+    ]
+    # its first fire, 00:30 on the start date, covers 23:30 the day before it
+    done = dagrun(
+        "backfill", "covering", "--start", "2025-12-31", "--end", "2026-01-01", env=cli_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    covered = json_out("runs", "list", "covering", env=cli_env)
+    assert [r["logical_date"] for r in covered] == [
+        "2025-12-31T17:30:00+00:00",
+        "2026-01-01T17:30:00+00:00",
+    ]
+    done = dagrun("run", "triggered", "--date", "2026-01-05", env=cli_env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    done = dagrun(
+        "backfill", "triggered", "--start", "2026-01-01", "--end", "2026-01-02", env=cli_env
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = json_out("runs", "list", "triggered", env=cli_env)
+    assert [(r["logical_date"], r["run_type"], r["state"]) for r in runs] == [
+        ("2026-01-01T00:30:00+00:00", "backfill", "success"),
+        ("2026-01-02T00:30:00+00:00", "backfill", "success"),
+        ("2026-01-05T00:30:00+00:00", "manual", "success"),
+    ]

@@ -241,6 +241,41 @@ def test_clear_failed_only_touches_the_failures(cli_env, dags_dir):
     assert len(counts) == 4 * 3 - 1  # c of DAYS[1] ran once, after the clear
 
 
+SCOPED = """
+from dagrun import DAG, BashTask
+
+with DAG("scoped", schedule="@daily", start_date="2026-01-01"):
+    make = BashTask("make", command="echo make").as_setup()
+    work = BashTask("work", command="echo work")
+    drop = BashTask("drop", command="echo drop").as_teardown(setups=make)
+    make >> work >> BashTask("report", command="echo report") >> drop
+    drop >> BashTask("after", command="echo after")
+"""
+
+
+def test_clearing_work_clears_its_setup_and_teardown_and_backfill_runs_them_again(
+    cli_env, dags_dir
+):
+    write_dag(dags_dir, "scoped.py", SCOPED)
+    day = ("--start", DAYS[0], "--end", DAYS[0])
+    ok("backfill", "scoped", *day, env=cli_env)
+    asked = dagrun("clear", "scoped", *day, "--tasks", "^report$", env=cli_env, input="n\n")
+    assert "clear 3 task instance(s) in 1 run(s) of scoped?" in asked.stdout  # with make, drop
+    cleared = ok("clear", "scoped", *day, "--tasks", "^(report|after)$", "--yes", env=cli_env)
+    assert "cleared 4 task instance(s) in 1 run(s)" in cleared.stdout
+    run = cli_json("runs", "show", "scoped", "--date", DAYS[0], env=cli_env)
+    assert {t["task_id"]: t["state"] for t in run["tasks"]} == {
+        "make": "none",
+        "work": "success",  # between make and report, but not cleared: it keeps its state
+        "report": "none",
+        "drop": "none",
+        "after": "none",  # after the teardown: out of make's scope, cleared on its own
+    }
+    ok("backfill", "scoped", *day, env=cli_env)
+    tries = {task_id: n for (task_id, _), n in attempt_counts(cli_env).items()}
+    assert tries == {"make": 2, "work": 1, "report": 2, "drop": 2, "after": 2}
+
+
 @pytest.mark.parametrize(
     ("pattern", "words"),
     [("^nope$", ["matches no task"]), ("(", ["bad --tasks regex"])],

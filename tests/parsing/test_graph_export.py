@@ -44,7 +44,7 @@ def spec(dags_dir: Path) -> DagSpec:
 
 def test_json_lists_tasks_in_order_with_groups_and_both_directions(spec):
     document = json.loads(to_json(spec))
-    assert set(document) == {"dag_id", "tasks", "edges"}
+    assert set(document) == {"dag_id", "tasks", "edges", "labels"}
     assert document["dag_id"] == "grouped"
     assert [t["task_id"] for t in document["tasks"]] == ORDER
     assert document["edges"] == EDGES
@@ -58,6 +58,8 @@ def test_json_lists_tasks_in_order_with_groups_and_both_directions(spec):
         "trigger_rule": "all_success",
         "retries": 2,
         "pool": "db",
+        "is_setup": False,
+        "is_teardown": False,
     }
     assert (report["group"], report["downstream"]) == (None, [])
     assert report["trigger_rule"] == "all_done"
@@ -145,3 +147,50 @@ def test_quotes_and_backslashes_are_escaped():
 @pytest.mark.parametrize("fmt", sorted(RENDERERS))
 def test_each_renderer_ends_without_a_blank_line(spec, fmt):
     assert not RENDERERS[fmt](spec).endswith("\n")
+
+
+def test_a_teardowns_edge_from_its_setup_is_dashed(dags_dir: Path):
+    path = write_dag(
+        dags_dir,
+        "paired.py",
+        """
+        from dagrun import DAG, BashTask
+
+        with DAG("paired"):
+            make = BashTask("make", command="echo").as_setup()
+            drop = BashTask("drop", command="echo")
+            make >> BashTask("use", command="echo") >> drop.as_teardown(setups=make)
+        """,
+    )
+    spec = loader.load_file(str(path))[0][0]
+    dot = to_dot(spec).splitlines()
+    assert '  "make" -> "drop" [style=dashed];' in dot
+    assert '  "make" -> "use";' in dot and '  "use" -> "drop";' in dot
+    mermaid = to_mermaid(spec).splitlines()
+    assert mermaid[-3:] == ["  t0 --> t1", "  t0 -.-> t2", "  t1 --> t2"]
+    tasks = {t["task_id"]: t for t in json.loads(to_json(spec))["tasks"]}
+    assert (tasks["make"]["is_setup"], tasks["drop"]["is_teardown"]) == (True, True)
+    assert not (tasks["use"]["is_setup"] or tasks["use"]["is_teardown"])
+
+
+def test_an_edge_label_is_drawn_on_its_edge_in_every_format(dags_dir: Path):
+    path = write_dag(
+        dags_dir,
+        "labelled.py",
+        """
+        from airflow import DAG
+        from airflow.operators.empty import EmptyOperator
+        from airflow.utils.edgemodifier import Label
+
+        with DAG("labelled", schedule=None):
+            check = EmptyOperator(task_id="check")
+            check >> Label("rows > 0") >> EmptyOperator(task_id="load")
+            check >> EmptyOperator(task_id="alert")
+        """,
+    )
+    spec = loader.load_file(str(path))[0][0]
+    assert spec.edge_labels == (("check", "load", "rows > 0"),)
+    dot = to_dot(spec).splitlines()
+    assert '  "check" -> "load" [label="rows > 0"];' in dot and '  "check" -> "alert";' in dot
+    assert '  t0 -->|"rows > 0"| t1' in to_mermaid(spec).splitlines()
+    assert json.loads(to_json(spec))["labels"] == [["check", "load", "rows > 0"]]

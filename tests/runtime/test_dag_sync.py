@@ -333,3 +333,42 @@ def test_empty_or_missing_folder_syncs_to_nothing(sqlite_store: Store, tmp_path:
     report = sync_dags(sqlite_store, str(tmp_path / "missing"), timeout=5)
     assert (report.parsed, report.unchanged, report.removed) == ([], 0, [])
     assert active(sqlite_store) == {}
+
+
+WARNED = """
+    from datetime import timedelta
+
+    from airflow import DAG
+    from airflow.operators.bash import BashOperator
+
+    with DAG("warned", schedule=None, default_args={"owner": "data"}):
+        BashOperator(task_id="a", bash_command="echo", sla=timedelta(hours={hours}))
+"""
+
+
+def warnings(store: Store) -> dict[str, list[tuple[int | None, str]]]:
+    with store.read() as conn:
+        return {f.path: [tuple(w) for w in f.warnings] for f in dag_reads.file_warnings(conn)}
+
+
+def test_a_files_warnings_are_kept_from_its_last_parse(store: Store, dags_dir: Path):
+    path = write_dag(dags_dir, "warned.py", WARNED.replace("{hours}", "1"))
+    write_dag(dags_dir, "plain.py", simple_dag("plain"))
+    sync(store, dags_dir)
+    stored = [
+        (7, "owner: accepted but not acted on by dagrun"),
+        (7, "sla: accepted but not acted on by dagrun"),
+    ]
+    assert warnings(store) == {str(path): stored}  # the native file has none
+
+    write_dag(dags_dir, "warned.py", WARNED.replace("{hours}", "2").replace(", sla=", ", x="))
+    sync(store, dags_dir)  # an import error: the file's DAG runs as last parsed, unwarned
+    assert warnings(store) == {} and set(errors(store)) == {str(path)}
+
+    write_dag(dags_dir, "warned.py", WARNED.replace("{hours}", "3"))
+    sync(store, dags_dir)
+    assert warnings(store) == {str(path): stored} and errors(store) == {}
+
+    path.unlink()
+    sync(store, dags_dir)
+    assert warnings(store) == {}

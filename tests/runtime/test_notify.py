@@ -1,5 +1,6 @@
-"""Notifiers (dagrun.runtime.notify) against a real HTTP server and real processes: the payload's
-contract, retries and their limits, timeouts, and that a header's secret never shows."""
+"""Notifiers (dagrun.runtime.notify) against a real HTTP server, a real SMTP server and real
+processes: the payload's contract, retries and their limits, timeouts, and that a header's
+secret or the SMTP password never shows."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import json
 import logging
 import os
 import shlex
+import shutil
 import signal
 import socket
+import ssl
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -23,8 +27,10 @@ import pytest
 
 import dagrun
 from dagrun.errors import NotifyError
-from dagrun.runtime import notify
+from dagrun.runtime import notify, smtp
+from dagrun.runtime.environment import environment_secrets
 from tests.helpers import process_gone, wait_until
+from tests.mailserver import Mailbox, mail_server
 
 DAY = datetime(2026, 1, 5, tzinfo=UTC)
 SECRET = "s3cret-token-4f9a"
@@ -364,3 +370,224 @@ def test_command_rejects_bad_arguments_when_made(
 ) -> None:
     with pytest.raises(NotifyError, match=complaint):
         notify.command(*args, **kwargs)
+
+
+# ---------------------------------------------------------------- email, to a real SMTP server
+
+SMTP_PASSWORD = "smtp-Pa55word-9c1e"
+
+
+@pytest.fixture
+def mailbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mailbox]:
+    """A loopback SMTP server, and this process's environment sending mail to it."""
+    with mail_server() as box:
+        for name, value in box.env().items():
+            monkeypatch.setenv(name, value)
+        yield box
+
+
+def test_email_sends_the_event_to_every_recipient(mailbox: Mailbox) -> None:
+    send = notify.email("ops@example.com; data@example.com", cc=["lead@example.com"])
+
+    send(context(map_index=3, url="http://dagrun.local/log"))
+
+    [mail] = mailbox.received
+    assert mail.sender == "dagrun@example.org"
+    assert mail.recipients == ["ops@example.com", "data@example.com", "lead@example.com"]
+    message = mail.message
+    assert message["From"] == "dagrun@example.org"
+    assert message["To"] == "ops@example.com, data@example.com"
+    assert message["Cc"] == "lead@example.com"
+    assert message["Subject"] == "[dagrun] etl.load[3] failed on 2026-01-05 (try 2)"
+    assert message.get_content().splitlines() == [
+        "event: task_failure",
+        "dag_id: etl",
+        "task_id: load",
+        "map_index: 3",
+        "run_id: scheduled__2026-01-05T00:00:00+00:00",
+        "logical_date: 2026-01-05T00:00:00+00:00",
+        "try_number: 2",
+        "state: failed",
+        "error: ValueError: bad row 7",
+        "url: http://dagrun.local/log",
+    ]
+    assert message["Message-ID"].endswith("@example.org>") and message["Date"]
+
+
+def test_email_of_a_run_names_the_dag(mailbox: Mailbox) -> None:
+    notify.email("ops@example.com")(run_context())
+
+    [mail] = mailbox.received
+    assert mail.message["Subject"] == "[dagrun] etl failed on 2026-01-05"
+    assert "task_id" not in mail.message.get_content()
+
+
+def test_email_renders_its_subject_and_body_on_one_subject_line(mailbox: Mailbox) -> None:
+    send = notify.email(
+        "ops@example.com",
+        subject="{{ dag_id }} broke: {{ exception }}",
+        body="Day {{ ds }}, try {{ try_number }}.",
+    )
+
+    send(context(exception="bad row\nBcc: evil@example.net"))
+
+    [mail] = mailbox.received
+    assert mail.message["Subject"] == "etl broke: bad row Bcc: evil@example.net"
+    assert mail.message["Bcc"] is None and mail.recipients == ["ops@example.com"]
+    assert mail.message.get_content().strip() == "Day 2026-01-05, try 2."
+
+
+def test_email_fails_on_an_undefined_name(mailbox: Mailbox) -> None:
+    with pytest.raises(NotifyError, match=r"email.*undefined"):
+        notify.email("ops@example.com", subject="{{ nope }}")(context())
+
+    assert mailbox.received == []
+
+
+def test_email_logs_in_and_never_shows_the_password(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    with mail_server(accounts={"etl": SMTP_PASSWORD}) as box:
+        for name, value in box.env(DAGRUN_SMTP_USER="etl").items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("DAGRUN_SMTP_PASSWORD", SMTP_PASSWORD)
+        notify.email("ops@example.com")(context())
+        monkeypatch.setenv("DAGRUN_SMTP_PASSWORD", "wrong-password")
+        with pytest.raises(NotifyError, match=r"SMTPAuthenticationError: 535") as refused:
+            notify.email("ops@example.com")(context())
+
+    assert box.logins[0] == ("etl", SMTP_PASSWORD) and len(box.logins) > 1  # PLAIN, LOGIN
+    assert set(box.logins[1:]) == {("etl", "wrong-password")}
+    assert len(box.received) == 1
+    ours = "\n".join(r.getMessage() for r in caplog.records if r.name.startswith("dagrun"))
+    assert "email task_failure to ops@example.com via 127.0.0.1" in ours
+    for text in (ours, str(refused.value), repr(smtp.smtp_settings())):
+        assert SMTP_PASSWORD not in text and "wrong-password" not in text
+
+
+def test_the_smtp_password_is_a_secret_of_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("DAGRUN_SMTP_PASSWORD", SMTP_PASSWORD)
+
+    assert SMTP_PASSWORD in environment_secrets()
+
+
+def test_email_with_starttls_sends_nothing_to_a_server_without_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    with mail_server(accounts={"etl": SMTP_PASSWORD}) as box:
+        for name, value in box.env(DAGRUN_SMTP_USER="etl").items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("DAGRUN_SMTP_PASSWORD", SMTP_PASSWORD)
+        monkeypatch.delenv("DAGRUN_SMTP_STARTTLS")  # the default: true
+        with pytest.raises(NotifyError, match="STARTTLS extension not supported"):
+            notify.email("ops@example.com")(context())
+
+    assert box.logins == [] and box.received == []
+
+
+@pytest.mark.skipif(shutil.which("openssl") is None, reason="needs openssl to make a certificate")
+def test_email_with_starttls_verifies_the_server_and_sends(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cert, key = tmp_path / "cert.pem", tmp_path / "key.pem"
+    request = "req -x509 -newkey rsa:2048 -nodes -days 1 -subj /CN=127.0.0.1"
+    names = "subjectAltName=IP:127.0.0.1"
+    subprocess.run(
+        ["openssl", *request.split(), "-keyout", str(key), "-out", str(cert), "-addext", names],
+        check=True,
+        capture_output=True,
+    )
+    tls = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    tls.load_cert_chain(cert, key)
+    with mail_server(accounts={"etl": SMTP_PASSWORD}, tls=tls) as box:
+        for name, value in box.env(DAGRUN_SMTP_USER="etl", DAGRUN_SMTP_STARTTLS="true").items():
+            monkeypatch.setenv(name, value)
+        monkeypatch.setenv("DAGRUN_SMTP_PASSWORD", SMTP_PASSWORD)
+        with pytest.raises(NotifyError, match="CERTIFICATE_VERIFY_FAILED"):
+            notify.email("ops@example.com")(context())  # not trusted yet
+        monkeypatch.setenv("SSL_CERT_FILE", str(cert))
+        notify.email("ops@example.com")(context())
+
+    assert box.logins == [("etl", SMTP_PASSWORD)] and len(box.received) == 1
+
+
+def test_email_fails_without_a_server(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("DAGRUN_SMTP_HOST", raising=False)
+    with pytest.raises(NotifyError, match=r"no SMTP server is configured \(DAGRUN_SMTP_HOST\)"):
+        notify.email("ops@example.com")(context())
+
+    with socket.socket() as closed:
+        closed.bind(("127.0.0.1", 0))
+        port = closed.getsockname()[1]
+    monkeypatch.setenv("DAGRUN_SMTP_HOST", "127.0.0.1")
+    monkeypatch.setenv("DAGRUN_SMTP_PORT", str(port))
+    with pytest.raises(NotifyError, match=rf"SMTP 127.0.0.1:{port}: ConnectionRefusedError"):
+        notify.email("ops@example.com")(context())
+
+
+def test_email_gives_up_on_a_server_that_does_not_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    with socket.socket() as silent:  # connections queue up; nobody greets them
+        silent.bind(("127.0.0.1", 0))
+        silent.listen()
+        monkeypatch.setenv("DAGRUN_SMTP_HOST", "127.0.0.1")
+        monkeypatch.setenv("DAGRUN_SMTP_PORT", str(silent.getsockname()[1]))
+        monkeypatch.setenv("DAGRUN_SMTP_STARTTLS", "false")
+        started = time.monotonic()
+        with pytest.raises(NotifyError, match=r"no answer within 0.5 s$"):
+            notify.email("ops@example.com", timeout=0.5)(context())
+
+    assert time.monotonic() - started < 2
+
+
+@pytest.mark.parametrize(
+    ("variable", "value", "complaint"),
+    [
+        ("DAGRUN_SMTP_PORT", "smtp", "DAGRUN_SMTP_PORT must be a port number, not 'smtp'"),
+        ("DAGRUN_SMTP_PORT", "70000", "DAGRUN_SMTP_PORT must be a port number"),
+        ("DAGRUN_SMTP_STARTTLS", "maybe", "DAGRUN_SMTP_STARTTLS must be true or false"),
+    ],
+)
+def test_bad_smtp_settings_name_their_variable(variable: str, value: str, complaint: str) -> None:
+    with pytest.raises(NotifyError, match=complaint):
+        smtp.smtp_settings({"DAGRUN_SMTP_HOST": "mail.example.com", variable: value})
+
+
+def test_smtp_settings_defaults() -> None:
+    settings = smtp.smtp_settings({"DAGRUN_SMTP_HOST": " mail.example.com "})
+
+    assert (settings.host, settings.port, settings.starttls) == ("mail.example.com", 25, True)
+    assert settings.user is None and settings.password is None
+    assert settings.sender.startswith("dagrun@")
+    assert smtp.smtp_settings({}).host is None
+
+
+@pytest.mark.parametrize(
+    ("args", "kwargs", "complaint"),
+    [
+        ((None,), {}, "must be an address or a list of them"),
+        (("",), {}, "names no address"),
+        ((" ; ",), {}, "names no address"),
+        (("ops",), {}, "'ops' is not an email address"),
+        ((["ops@example.com", 3],), {}, "must be an address or a list"),
+        (("ops@example.com\nBcc: x@example.net",), {}, "is not an email address"),
+        (("Ops <ops@example.com>",), {}, "is not an email address"),
+        (("ops@example.com",), {"cc": "nobody"}, "email cc: 'nobody'"),
+        (("ops@example.com",), {"subject": ""}, "subject must be a non-empty str"),
+        (("ops@example.com",), {"body": 3}, "body must be a non-empty str"),
+        (("ops@example.com",), {"timeout": 0}, "timeout must be a positive number"),
+    ],
+)
+def test_email_rejects_bad_arguments_when_made(
+    args: tuple[Any, ...], kwargs: dict[str, Any], complaint: str
+) -> None:
+    with pytest.raises(NotifyError, match=complaint):
+        notify.email(*args, **kwargs)
+
+
+def test_email_shows_its_recipients() -> None:
+    assert repr(notify.email("ops@example.com,data@example.com")) == (
+        "email('ops@example.com, data@example.com')"
+    )

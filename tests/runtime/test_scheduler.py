@@ -12,9 +12,10 @@ from dagrun.errors import OutageTooLong
 from dagrun.runtime import scheduler
 from dagrun.runtime.scheduler import Scheduler, SchedulerLoop
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import attempts, dag_reads, operator_actions, registry
+from dagrun.store import attempts, dag_reads, operator_actions, registry, runs
 from dagrun.store.attempts import Outcome
 from dagrun.store.schema import dag_run, task_instance
+from dagrun.timing.timetable import DataInterval
 from tests.helpers import write_dag
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
@@ -237,6 +238,108 @@ def test_hourly_new_york_fall_back_day_has_25_runs(store, dags_dir):
     assert len(dates) == 25 and len(set(dates)) == 25
     assert dates[0] == datetime(2025, 11, 2, 4, tzinfo=UTC)
     assert dates[-1] == datetime(2025, 11, 3, 4, tzinfo=UTC)
+
+
+def run_rows(store) -> list[tuple]:
+    with store.read() as conn:
+        rows = conn.execute(
+            select(
+                dag_run.c.run_type, dag_run.c.logical_date, dag_run.c.data_interval_end
+            ).order_by(dag_run.c.logical_date)
+        )
+        return [tuple(r) for r in rows]
+
+
+def test_a_trigger_schedule_makes_a_run_at_each_fire_dated_by_it(store, dags_dir):
+    """CronTrigger: each run is due at its fire time, which is its logical date (interval
+    0); catchup fills every fire since start_date, in the schedule's own zone."""
+    write_dag(
+        dags_dir,
+        "trigger.py",
+        """
+        from dagrun import DAG, BashTask, CronTrigger
+
+        with DAG("trigger", schedule=CronTrigger("30 6 * * *", timezone="Asia/Dhaka"),
+                 start_date="2026-02-26"):
+            BashTask("noop", command="true")
+        """,
+    )
+    Scheduler(store, str(dags_dir), clock=FakeClock(NOW)).tick()
+    # 06:30 in Dhaka is 00:30 UTC: the 26th to the 1st of March (NOW is 12:00 on the 1st)
+    fires = [datetime(2026, 2, day, 0, 30, tzinfo=UTC) for day in (26, 27, 28)]
+    fires.append(datetime(2026, 3, 1, 0, 30, tzinfo=UTC))
+    assert run_rows(store) == [("scheduled", fire, fire) for fire in fires]
+
+
+def test_a_trigger_schedule_without_start_date_begins_once_where_run_immediately_says(
+    store, dags_dir
+):
+    write_dag(
+        dags_dir,
+        "hourly.py",
+        """
+        from dagrun import DAG, BashTask, CronTrigger
+
+        with DAG("hourly", schedule=CronTrigger("0 * * * *", run_immediately=True)):
+            BashTask("noop", command="true")
+        """,
+    )
+    clock = FakeClock(NOW + timedelta(minutes=30))
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    assert logical_dates(store) == [NOW], "the latest fire already past runs at once"
+    clock.now = NOW + timedelta(hours=2, minutes=10)
+    sched.tick()
+    hours = [NOW + timedelta(hours=h) for h in range(3)]
+    assert logical_dates(store) == hours, "the first run was decided once: no gap after it"
+
+
+def test_asset_or_time_schedule_makes_time_runs_and_asset_runs(store, dags_dir):
+    """AssetOrTimeSchedule: the timetable's runs (scheduled) and, beside them, a run when
+    the condition holds over new events (asset), which a task's outlets record."""
+    write_dag(
+        dags_dir,
+        "both.py",
+        """
+        from dagrun import DAG, Asset, AssetOrTimeSchedule, CronTrigger, task
+
+        with DAG("producer", schedule=None):
+            @task(outlets=[Asset("a")])
+            def produce():
+                return 1
+
+            produce()
+
+        with DAG("both", start_date="2026-03-01",
+                 schedule=AssetOrTimeSchedule(timetable=CronTrigger("0 6 * * *"),
+                                              assets=Asset("a") | Asset("b"))):
+            @task
+            def consume():
+                return 2
+
+            consume()
+        """,
+    )
+    clock = FakeClock(NOW)
+    sched = Scheduler(store, str(dags_dir), clock=clock)
+    sched.tick()
+    six = datetime(2026, 3, 1, 6, tzinfo=UTC)
+    assert run_rows(store) == [("scheduled", six, six)]
+    with store.write() as conn:
+        spec = dag_reads.get_dag(conn, "producer").spec
+        runs.create_manual_run(
+            conn, spec, DataInterval(six, six), "by-hand", store.now(conn), start_at=None
+        )
+    sched.tick()  # starts the producer's run
+    while drain_once(store):
+        sched.tick()
+    with store.read() as conn:
+        made = (
+            conn.execute(select(dag_run.c.run_type).where(dag_run.c.dag_id == "both"))
+            .scalars()
+            .all()
+        )
+    assert sorted(made) == ["asset", "scheduled"]
 
 
 def test_task_instances_queued_by_trigger_rules_after_upstream_success(store, dags_dir):

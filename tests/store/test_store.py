@@ -11,7 +11,7 @@ import threading
 from datetime import UTC, datetime, timedelta, timezone
 
 import pytest
-from sqlalchemy import func, insert, inspect, select, update
+from sqlalchemy import delete, func, insert, inspect, select, update
 from sqlalchemy.exc import IntegrityError, StatementError
 
 from dagrun import DAG, BashTask
@@ -200,6 +200,9 @@ VERSION_7_FROM_8 = ["DROP INDEX ix_callback_run", "DROP INDEX ix_partition_write
 #: Undoes migration 9 (both engines): no XComs, no file warnings.
 VERSION_8_FROM_9 = ["DROP TABLE xcom", "ALTER TABLE dag_file DROP COLUMN warnings"]
 
+#: Undoes migration 10 (both engines): no record of what asset-triggered runs consumed.
+VERSION_9_FROM_10 = ["DROP TABLE asset_trigger"]
+
 
 #: Undoes migration 7 (both engines): no sensor columns, variables, connections or assets.
 VERSION_6_FROM_7 = [
@@ -294,13 +297,13 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     and adds late results and good sources (3), lets manual runs share a logical date and
     the audit log name runs (4), adds the callback outbox and task caps (5), map indexes
     (6), sensor columns, variables, connections and assets (7), the indexes retention
-    deletes by (8), XComs and file warnings (9), keeps every run, task instance and attempt,
-    records 9."""
+    deletes by (8), XComs and file warnings (9), what asset-triggered runs consumed (10),
+    keeps every run, task instance and attempt, records 10."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
     with store.write() as conn:
-        for statement in VERSION_8_FROM_9 + VERSION_7_FROM_8 + VERSION_6_FROM_7:
+        for statement in VERSION_9_FROM_10 + VERSION_8_FROM_9 + VERSION_7_FROM_8 + VERSION_6_FROM_7:
             conn.exec_driver_sql(statement)
     store.dispose()
     undo_version_6(store)
@@ -317,12 +320,13 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 9
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 10
             for table, index in [("callback", "ix_callback_run"), ("partition_write", None)]:
                 names = {i["name"] for i in inspect(conn).get_indexes(table)}
                 assert (index or "ix_partition_write_run") in names
             tables = set(inspect(conn).get_table_names())
             assert {"variable", "connection", "asset_event", "asset_consumed", "xcom"} <= tables
+            assert "asset_trigger" in tables
             assert "warnings" in {c["name"] for c in inspect(conn).get_columns("dag_file")}
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
@@ -349,6 +353,32 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
                     conn, spec, DataInterval(instant, instant), key, migrated.now(conn)
                 )
                 assert created
+    finally:
+        migrated.dispose()
+
+
+def test_a_version_9_database_gets_the_record_of_asset_triggered_runs(store: Store):
+    """Migration 10 adds ``asset_trigger``: a run's consumed events, gone with the run."""
+    spec = make_spec()
+    start(store, spec, 1, 1)
+    with store.write() as conn:
+        for statement in VERSION_9_FROM_10:
+            conn.exec_driver_sql(statement)
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="9"))
+    store.dispose()
+    migrated = Store(store.url)
+    try:
+        with migrated.write() as conn:
+            assert migrated.schema_version(conn) == 10
+            pk = inspect(conn).get_pk_constraint("asset_trigger")["constrained_columns"]
+            assert pk == ["run_pk", "event_id"]
+            [fk] = inspect(conn).get_foreign_keys("asset_trigger")
+            assert (fk["referred_table"], fk["options"].get("ondelete")) == ("dag_run", "CASCADE")
+            run_pk = conn.execute(select(dag_run.c.id)).scalars().first()
+            conn.execute(insert(schema.asset_trigger).values(run_pk=run_pk, event_id=1))
+        with migrated.write() as conn:
+            conn.execute(delete(dag_run).where(dag_run.c.id == run_pk))
+        assert count(migrated, schema.asset_trigger) == 0, "deleted with its run"
     finally:
         migrated.dispose()
 

@@ -216,3 +216,47 @@ def test_conf_and_audit_details_with_markup_come_out_escaped(app, sqlite_store):
     assert "<script>" not in audit_page and "\\u003cscript\\u003e" in audit_page
     assert f'href="{run_url("sales", "manual-1")}">manual-1</a>' in audit_page
     assert 'href="/dags/sales/audit">sales</a>' in audit_page
+
+
+def test_a_condition_dags_assets_page_shows_pending_and_consumed_events(sqlite_store, tmp_path):
+    """An Airflow-style condition: an asset with an event after the DAG's last
+    asset-triggered run waits for the condition; once a run consumed it, it is consumed."""
+    from dagrun.runtime.scheduler import Scheduler
+
+    write_dag(
+        tmp_path / "dags",
+        "cond.py",
+        """
+        from dagrun import DAG, Asset, task
+
+        with DAG("cond", schedule=Asset("a") & Asset("b")):
+            @task
+            def join():
+                return 1
+
+            join()
+        """,
+    )
+    sync_dags(sqlite_store, str(tmp_path / "dags"))
+    app = WebApp(sqlite_store, logs_root=tmp_path / "logs")
+
+    def add(asset: str) -> None:
+        with sqlite_store.write() as conn:
+            row = {"b_asset": asset, "b_partition_key": "k", "b_fingerprint": None}
+            row |= {"b_dag_id": None, "b_run_pk": None, "b_task_id": None}
+            sql.execute(
+                conn, assets.INSERT_ASSET_EVENTS, row | {"b_created_at": sqlite_store.now(conn)}
+            )
+
+    def statuses() -> dict[str, str]:
+        waits = call(app, "/api/dags/cond/assets").json()["waits_for"]
+        return {w["name"]: w["status"] for w in waits}
+
+    assert statuses() == {"a": "no events", "b": "no events"}
+    add("a")
+    assert statuses() == {"a": "waiting for other assets", "b": "no events"}
+    add("b")
+    Scheduler(sqlite_store, None).tick()
+    assert statuses() == {"a": "consumed", "b": "consumed"}
+    [shown] = call(app, "/api/dags").json()["dags"]
+    assert shown["schedule"] == "assets: a & b"

@@ -362,3 +362,16 @@ def test_a_200_task_dag_with_a_run_renders(sqlite_store: Store, tmp_path: Path):
     assert len(page.select("g", "group")) == 12
     states = [g["data-state"] for g in page.select("g", "task")]
     assert states.count("failed") == 1 and states.count("success") > 100
+
+
+def test_an_edge_label_sits_at_the_middle_of_its_edge():
+    spec = replace(
+        bare_spec(task("check"), task("load", "check"), task("alert", "check")),
+        edge_labels=(("check", "load", "rows > 0"),),
+    )
+    edges = {(e.upstream, e.downstream): e for e in compute_layout(spec).edges}
+    labelled, plain = edges["check", "load"], edges["check", "alert"]
+    assert (labelled.label, plain.label) == ("rows > 0", None)
+    nodes = {n.task_id: n for n in compute_layout(spec).nodes}
+    left, right = nodes["check"].x + BOX_WIDTH, nodes["load"].x
+    assert left < labelled.label_at[0] < right

@@ -266,6 +266,44 @@ def test_import_errors_page_lists_the_file_and_escapes_the_reason(world):
     assert "&lt;b&gt;broken&lt;/b&gt; &amp; bad" in page and "<b>broken</b>" not in page
 
 
+WARNED_DAG = """
+    from airflow import DAG
+    from airflow.operators.bash import BashOperator
+
+    with DAG("warned", schedule=None, owner_links={"data": "https://wiki"}):
+        BashOperator(task_id="a", bash_command="echo", owner="data")
+"""
+
+
+def test_import_errors_page_lists_each_files_warnings_with_lines(
+    sqlite_store: Store, tmp_path: Path
+):
+    dags = tmp_path / "dags"
+    write_dag(dags, "idle.py", IDLE_DAG)
+    sync_dags(sqlite_store, str(dags))
+    app = WebApp(sqlite_store, logs_root=tmp_path / "logs")
+    assert "No DAG file has warnings." in call(app, "/import-errors").text
+    assert call(app, "/api/import-warnings").json() == []
+
+    path = write_dag(dags, "warned.py", WARNED_DAG)
+    sync_dags(sqlite_store, str(dags))
+
+    page = call(app, "/import-errors").text
+    assert "Every DAG file loaded." in page
+    section = page[page.index('<h2 id="warnings">') :]
+    assert f"<code>{path}</code>" in section
+    assert "<code>line 4</code>: owner_links: accepted but not acted on by dagrun" in section
+    assert "<code>line 5</code>: owner: accepted but not acted on by dagrun" in section
+    assert call(app, "/api/import-warnings").json() == [
+        {
+            "file": str(path),
+            "line": 4,
+            "message": "owner_links: accepted but not acted on by dagrun",
+        },
+        {"file": str(path), "line": 5, "message": "owner: accepted but not acted on by dagrun"},
+    ]
+
+
 def test_grid_rows_are_tasks_in_topological_order_and_cells_carry_state_try_duration(world):
     reply = call(world.app, "/dags/shop/grid")
     assert reply.status == 200
