@@ -54,7 +54,6 @@ from dagrun.errors import DagrunError, NonRetryableError, SkipTask
 from dagrun.processes import describe_exit
 from dagrun.runtime.attempt_logs import note
 from dagrun.runtime.commands import GroupListener, run_captured, run_command
-from dagrun.store.engine import dagrun_home
 
 INSTALLER_VARIABLE = "DAGRUN_VENV_INSTALLER"
 
@@ -147,6 +146,8 @@ def environment_key(env: PythonEnvironment) -> str:
 
 
 def environments_folder(env: PythonEnvironment) -> Path:
+    from dagrun.store.engine import dagrun_home  # SQLAlchemy: not for a parse child
+
     return Path(env.venv_cache_path or dagrun_home() / "venvs").absolute()
 
 
