@@ -234,6 +234,9 @@ with DAG(
     FileSensor(task_id="file_folder", filepath=FOLDER + "/deep")
     FileSensor(task_id="file_empty", filepath=FOLDER + "/empty", **gives_up)
     FileSensor(task_id="file_conn", filepath="landing/a.csv", fs_conn_id="my_fs")
+    FileSensor.partial(task_id="file_mapped").expand(
+        filepath=[FOLDER + "/landing/a.csv", FOLDER + "/deep"]
+    )
     TimeSensor(task_id="time_past", target_time=time(0, 0))
     TimeSensor(task_id="time_never", target_time=time(23, 59, 59, 999999), **gives_up)
     TimeDeltaSensor(task_id="delta_past", delta=timedelta(0))
@@ -276,6 +279,12 @@ def test_built_in_sensors_with_airflows_arguments(store, dags_dir, tmp_path, mon
     assert found["bash_retry"] == ["timed_out"] and found["bash_any"] == ["timed_out"]
     assert found["weekend"] == ["timed_out"], "2026-01-01 in Asia/Dhaka is a Thursday"
     assert found["any_day"] == ["success"]
+    with store.read() as conn:
+        mapped = conn.exec_driver_sql(
+            "SELECT map_index, state FROM task_instance "
+            f"WHERE run_pk = {run.id} AND task_id = 'file_mapped' ORDER BY map_index"
+        ).all()
+    assert [tuple(r) for r in mapped] == [(0, "success"), (1, "success")]
 
 
 EXTERNAL = """
