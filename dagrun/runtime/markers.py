@@ -66,7 +66,8 @@ def follow(
         source, chosen, depth = pending.pop(0)
         for run_pk, task_ids in sorted(chosen.items()):
             for task_id in sorted(task_ids):
-                marker = source.task_map[task_id].marker
+                task = source.task_map.get(task_id)  # None: gone from the DAG since
+                marker = task.marker if task is not None else None
                 if marker is None or (run_pk, task_id) in seen:
                     continue
                 seen.add((run_pk, task_id))

@@ -20,6 +20,7 @@ call too.
 
 from __future__ import annotations
 
+import contextlib
 import glob
 import os
 from collections.abc import Callable, Collection, Iterable, Sequence
@@ -184,10 +185,10 @@ def external_verdict(
     from dagrun.store.engine import shared_store
 
     with shared_store(db_url).read() as conn:
-        try:
-            spec = dag_reads.load_spec(conn, target.dag_id)
-        except DagNotFound:
-            spec = None
+        spec = None
+        if target.check_existence or target.group_id is not None:
+            with contextlib.suppress(DagNotFound):
+                spec = dag_reads.load_spec(conn, target.dag_id)
         missing = _missing(target, spec)
         if missing:
             return Verdict.MISSING, missing
