@@ -38,6 +38,7 @@ def digests_in_fresh_process(ds: str, hash_seed: str) -> list[str]:
     return out.stdout.split()
 
 
+@pytest.mark.slow
 def test_same_day_gives_identical_bytes_in_any_process():
     """Seeds come from the date, never from hash() (randomised per process) or the clock."""
     assert digests_in_fresh_process(DAY, "1") == digests_in_fresh_process(DAY, "2")

@@ -153,6 +153,7 @@ def test_dagrun_test_gives_airflows_states_and_records_nothing(env):
     assert run_states(env) == {}
 
 
+@pytest.mark.slow
 def test_run_and_backfill_give_airflows_states(env):
     ran = run_cli("run", "paths", "--date", days_ago(2), env=env, timeout=120)
     assert ran.returncode == 0, ran.stdout + ran.stderr

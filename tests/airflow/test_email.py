@@ -57,6 +57,7 @@ def mailbox(monkeypatch: pytest.MonkeyPatch) -> Iterator[Mailbox]:
         yield box
 
 
+@pytest.mark.slow
 def test_a_failing_task_mails_its_addresses(store, dags_dir: Path, mailbox: Mailbox) -> None:
     write_dag(dags_dir, "alerting.py", ALERTING)
 

@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from dagrun.store import Store
 from tests.helpers import run_cli, run_once, write_dag
 
@@ -134,6 +136,7 @@ with DAG(
 """
 
 
+@pytest.mark.slow
 def test_sensor_subclasses_and_task_sensor_with_airflows_meaning(store, dags_dir, tmp_path):
     (tmp_path / "counts").mkdir()
     write_dag(dags_dir, "sensing.py", SUBCLASSES.format(folder=str(tmp_path / "counts")))
@@ -252,6 +255,7 @@ with DAG(
 """
 
 
+@pytest.mark.slow
 def test_built_in_sensors_with_airflows_arguments(store, dags_dir, tmp_path, monkeypatch):
     files = tmp_path / "files"
     for folder in ("landing", "deep/a/b", "empty"):
@@ -363,6 +367,7 @@ with DAG(
 """
 
 
+@pytest.mark.slow
 def test_external_task_sensor_states_task_ids_and_groups(store, dags_dir):
     write_dag(dags_dir, "external.py", EXTERNAL)
     first, _ = run_once(store, dags_dir, "upstream", run_id="up")
@@ -442,6 +447,7 @@ def task_states(store: Store) -> dict[tuple[str, str], str]:
     return {(dag_id, task_id): state for dag_id, task_id, state in rows}
 
 
+@pytest.mark.slow
 def test_clearing_a_marker_clears_the_marked_tasks_downstream(
     store, db_url, dags_dir, tmp_path: Path
 ):

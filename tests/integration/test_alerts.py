@@ -93,6 +93,7 @@ def callback_rows(env: dict[str, str]) -> list[tuple]:
     return db_rows(env, "SELECT event, task_id, state, outcome_error FROM callback ORDER BY id")
 
 
+@pytest.mark.slow
 def test_each_event_is_heard_once_with_its_context(cli_env, dags_dir, tmp_path):
     events = tmp_path / "events.jsonl"
     write_dag(dags_dir, "alerting.py", ALERTING.format(events=str(events)))
@@ -137,6 +138,7 @@ def test_each_event_is_heard_once_with_its_context(cli_env, dags_dir, tmp_path):
     assert "# task_retry callback: sent" in first.stderr and "heard task_retry" in first.stdout
 
 
+@pytest.mark.slow
 def test_callbacks_that_raise_hang_or_exit_change_no_state(cli_env, dags_dir):
     write_dag(dags_dir, "misbehaving.py", MISBEHAVING)
     env = {**cli_env, "DAGRUN_CALLBACK_TIMEOUT": "1.5"}
@@ -203,6 +205,7 @@ def hook_url():
     server.server_close()
 
 
+@pytest.mark.slow
 def test_a_webhook_and_a_command_notify_of_a_failure(cli_env, dags_dir, tmp_path, hook_url):
     out = tmp_path / "command.out"
     write_dag(
@@ -292,6 +295,7 @@ with DAG("heard", schedule="@daily", start_date=start - timedelta(days=10), catc
     assert len(lines) == 30 and len(set(lines)) == 30, "each event heard exactly once"
 
 
+@pytest.mark.slow
 def test_a_command_past_the_callback_time_limit_is_killed_with_its_group(
     cli_env, dags_dir, tmp_path
 ):

@@ -139,6 +139,7 @@ def instant(value: str) -> datetime:
     return datetime.fromisoformat(value)
 
 
+@pytest.mark.slow
 def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(env, dags_dir):
     write_flaky(dags_dir)
     failed = backfill("flaky", *RANGE, env=env)
@@ -191,6 +192,7 @@ def test_a_failing_date_fails_alone_and_rerun_failed_reruns_only_it(env, dags_di
     assert set(map(tuple, history.values())) == {("success",)}
 
 
+@pytest.mark.slow
 def test_depends_on_past_holds_later_dates_until_the_past_succeeds(env, dags_dir):
     write_flaky(dags_dir, max_active=2, depends_on_past=True)
     failed = backfill("flaky", *RANGE, env=env)  # must end, not wait forever
@@ -220,6 +222,7 @@ def test_depends_on_past_holds_later_dates_until_the_past_succeeds(env, dags_dir
         assert start >= past_end, f"extract of {day(logical)} started before its past ended"
 
 
+@pytest.mark.slow
 def test_reset_reruns_every_task_once_more_in_the_same_runs(cli_env, dags_dir):
     write_flaky(dags_dir, fail_on=None)
     days = ("--start", DAYS[0], "--end", DAYS[2])
@@ -238,6 +241,7 @@ def test_reset_reruns_every_task_once_more_in_the_same_runs(cli_env, dags_dir):
     assert [d["actions"] for d in detail] == [{"create": 3}, {"reset and rerun": 3}]
 
 
+@pytest.mark.slow
 def test_dry_run_prints_the_plan_and_changes_nothing(cli_env, dags_dir):
     write_flaky(dags_dir)
     assert backfill("flaky", "--start", DAYS[0], "--end", DAYS[2], env=cli_env).returncode == 1
@@ -304,6 +308,7 @@ def most_at_once(spans: list[tuple[str, datetime, datetime]]) -> int:
     return max(sum(s <= start < e for _, s, e in spans) for _, start, _ in spans)
 
 
+@pytest.mark.slow
 def test_reverse_runs_newest_first(cli_env, dags_dir):
     write_dag(dags_dir, "timed.py", TIMED)
     done = backfill("timed", *RANGE, "--reverse", "--max-active-runs", "1", env=cli_env)
@@ -315,6 +320,7 @@ def test_reverse_runs_newest_first(cli_env, dags_dir):
     assert most_at_once(spans) == 1
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("limit", [1, 2])
 def test_max_active_runs_is_never_exceeded(cli_env, dags_dir, limit):
     write_dag(dags_dir, "timed.py", TIMED)
@@ -331,6 +337,7 @@ def test_max_active_runs_is_never_exceeded(cli_env, dags_dir, limit):
     ("tz", "local_midnight_utc"),
     [("UTC", "2026-01-01T00:00:00+00:00"), ("Asia/Dhaka", "2025-12-31T18:00:00+00:00")],
 )
+@pytest.mark.slow
 def test_a_date_only_range_is_whole_local_days(cli_env, dags_dir, tz, local_midnight_utc):
     write_dag(dags_dir, "hourly.py", HOURLY.format(tz=tz))
     done = backfill("hourly", "--start", "2026-01-01", "--end", "2026-01-01", env=cli_env)
@@ -359,6 +366,7 @@ def test_progress_is_plain_lines_off_a_terminal_and_ends_with_a_summary(cli_env,
     assert tasks == "1 failed, 13 success, 1 upstream_failed"
 
 
+@pytest.mark.slow
 def test_progress_redraws_one_line_on_a_terminal(cli_env, dags_dir):
     write_dag(dags_dir, "timed.py", TIMED)
     main, follower = pty.openpty()

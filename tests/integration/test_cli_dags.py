@@ -122,6 +122,7 @@ def test_dags_show_prints_tasks_in_topological_order_with_upstreams(env):
         assert f"  {upstream}  " in row
 
 
+@pytest.mark.slow
 def test_bad_files_do_not_hide_the_good_dag(bad_env, dags_dir):
     started = time.monotonic()
     listed = dagrun("dags", "list", env=bad_env, timeout=30)
@@ -169,6 +170,7 @@ WARNED = """
 """
 
 
+@pytest.mark.slow
 def test_dags_errors_warnings_lists_each_files_warnings_with_lines(env, dags_dir):
     path = write_dag(dags_dir, "warned.py", WARNED)
 
@@ -198,6 +200,7 @@ def test_dags_errors_warnings_lists_each_files_warnings_with_lines(env, dags_dir
     }
 
 
+@pytest.mark.slow
 def test_dags_errors_warnings_keeps_the_exit_code_of_errors(bad_env, dags_dir):
     path = write_dag(dags_dir, "warned.py", WARNED)
 
@@ -221,6 +224,7 @@ def test_dags_errors_warnings_keeps_the_exit_code_of_errors(bad_env, dags_dir):
     assert [w["message"].split(":")[0] for w in fewer] == ["owner", "queue"]
 
 
+@pytest.mark.slow
 def test_a_fixed_file_leaves_the_error_list(bad_env, dags_dir):
     assert dagrun("dags", "errors", env=bad_env).returncode == 1
     (dags_dir / "team" / "sleeper.py").unlink()
@@ -251,6 +255,7 @@ def test_bad_input_exits_2_with_one_line_and_no_traceback(env, args, words):
     assert_usage_error(dagrun(*args, env=env), *words)
 
 
+@pytest.mark.slow
 def test_pause_and_unpause_round_trip(env):
     assert [d["paused"] for d in json_out("dags", "list", env=env)] == [False]
     paused = dagrun("dags", "pause", "nightly_sales", env=env)
@@ -324,6 +329,7 @@ def test_dags_next_defaults_to_now(env):
     assert before < first <= before + timedelta(days=1)
 
 
+@pytest.mark.slow
 def test_every_dags_command_has_help(env):
     for command in ("list", "show", "next", "errors", "pause", "unpause"):
         result = dagrun("dags", command, "--help", env=env)
@@ -376,6 +382,7 @@ def test_output_of_dag_files_at_import_does_not_reach_the_cli_output(cli_env, da
     assert "to stderr" not in result.stderr
 
 
+@pytest.mark.slow
 def test_a_broken_edit_keeps_the_dag_runnable_with_its_error_beside_it(cli_env, dags_dir):
     """Adding a ``raise`` to a DAG file: the DAG is still listed (the error beside it),
     `dags errors` reports the file, and `run` runs the last good version."""
@@ -417,6 +424,7 @@ GROUPED = """
 """
 
 
+@pytest.mark.slow
 def test_dags_show_draws_groups_as_a_table_json_and_mermaid(cli_env, dags_dir):
     write_dag(dags_dir, "grouped.py", GROUPED)
     table = dagrun("dags", "show", "grouped", env=cli_env)
@@ -481,6 +489,7 @@ def test_dags_show_marks_setups_and_teardowns(cli_env, dags_dir):
     assert '  "make" -> "drop" [style=dashed];' in dot.stdout.splitlines()
 
 
+@pytest.mark.slow
 def test_next_run_is_the_next_date_the_scheduler_will_really_create(cli_env, dags_dir):
     """A backfill ahead of the scheduler's cursor: the next run is after the backfilled
     range, not the cursor's date (which already has a run and would be skipped)."""
@@ -528,6 +537,7 @@ TRIGGERED = """
 """
 
 
+@pytest.mark.slow
 def test_a_trigger_schedule_through_list_next_run_and_backfill(cli_env, dags_dir):
     """A trigger schedule's runs are dated by their fire times (06:30 in Dhaka is 00:30
     UTC), which every command reads: the list, the next runs, run --date, backfill."""

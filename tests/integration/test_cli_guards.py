@@ -312,6 +312,7 @@ def answer_on_a_terminal(args: tuple[str, ...], env: dict[str, str], answer: byt
     return process.returncode, stdout, stderr
 
 
+@pytest.mark.slow
 def test_more_than_10000_runs_need_yes_or_an_answer(cli_env, dags_dir):
     write_seconds(dags_dir)
     exactly = dagrun("backfill", "seconds", "--start", at(0), "--end", at(9_999), input="",
@@ -345,6 +346,7 @@ def test_more_than_10000_runs_need_yes_or_an_answer(cli_env, dags_dir):
 # ---------------------------------------------------------------- ids
 
 
+@pytest.mark.slow
 def test_ids_with_a_trailing_newline_are_refused(cli_env, dags_dir):
     write_dag(dags_dir, "daily.py", DAILY.format(tz="UTC"))
     write_dag(dags_dir, "bad_dag.py", MANUAL.replace('"manual"', '"manual\\n"'))
@@ -417,6 +419,7 @@ def attempts_of(env: dict[str, str], task_id: str) -> int:
     return db_rows(env, f"SELECT count(*) FROM task_attempt WHERE task_id = '{task_id}'")[0][0]
 
 
+@pytest.mark.slow
 def test_clear_of_a_manual_only_dag_points_to_its_run_not_to_backfill(cli_env, dags_dir):
     write_dag(dags_dir, "manual.py", MANUAL)
     write_dag(dags_dir, "daily.py", DAILY.format(tz="UTC"))
@@ -452,6 +455,7 @@ def local_dates(result: subprocess.CompletedProcess) -> list[str]:
     return [LOCAL_DATE.search(line)[1] for line in result.stdout.splitlines()[1:]]
 
 
+@pytest.mark.slow
 def test_runs_list_shows_seconds_when_runs_are_under_a_minute_apart(cli_env, dags_dir):
     write_seconds(dags_dir, every=10)
     write_dag(dags_dir, "daily.py", DAILY.format(tz="UTC"))

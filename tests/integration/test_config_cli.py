@@ -52,6 +52,7 @@ def audited(env: dict[str, str]) -> list[tuple[str, dict]]:
     return [(action, json.loads(detail)) for action, detail in rows]
 
 
+@pytest.mark.slow
 def test_variables_are_set_read_listed_and_deleted_with_secrets_masked(cli_env):
     ok("variables", "set", "region", "EU", "--description", "where we sell", env=cli_env)
     ok("variables", "set", "api_token", TOKEN, env=cli_env)
@@ -76,6 +77,7 @@ def test_variables_are_set_read_listed_and_deleted_with_secrets_masked(cli_env):
     ]
 
 
+@pytest.mark.slow
 def test_connections_are_added_read_listed_and_deleted_without_their_password(cli_env):
     shown = ok("connections", "add", "db", "--uri", URI, env=cli_env)
     shown += ok("connections", "add", "db", "--uri", URI, "--description", "dw", env=cli_env)
@@ -152,6 +154,7 @@ def shown_by(env: dict[str, str], run_id: str) -> str:
     return next(line for line in log.splitlines() if line.startswith("region="))
 
 
+@pytest.mark.slow
 def test_templates_read_variables_and_connections_and_the_environment_overrides(configured):
     ok("run", "configured", "--run-id", "stored", env=configured)
     assert shown_by(configured, "stored") == "region=EU daily=5 host=db.example.com pw=***"
@@ -167,6 +170,7 @@ def test_templates_read_variables_and_connections_and_the_environment_overrides(
     assert "env/secret" not in log and PASSWORD not in log
 
 
+@pytest.mark.slow
 def test_a_connection_uri_that_does_not_parse_fails_the_task_in_one_line(configured):
     broken = {**configured, "DAGRUN_CONN_DB": "postgresql://etl:hunter2/x@db:5432/sales"}
     result = dagrun("run", "configured", "--run-id", "broken", env=broken)

@@ -53,6 +53,7 @@ def log_files(env: dict[str, str]) -> dict[Path, int]:
     return {p: p.stat().st_size for p in Path(env["DAGRUN_HOME"], "logs").rglob("*.log")}
 
 
+@pytest.mark.slow
 def test_clean_after_a_backfill_keeps_only_the_newer_days(cli_env, dags_dir):
     write_dag(dags_dir, "daily.py", DAILY)
     backfill(cli_env, "2026-01-01", "2026-01-05")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from tests.authoring.test_mapping import FAILING_INDEX
 from tests.helpers import db_rows, run_cli, write_dag
 
@@ -14,6 +16,7 @@ def tries(env) -> dict[tuple[str, int], tuple[str, int]]:
     return {(t, i): (s, n) for t, i, s, n in rows}
 
 
+@pytest.mark.slow
 def test_mapped_instances_are_shown_picked_cleared_and_marked(cli_env, dags_dir, tmp_path):
     fixed = tmp_path / "fixed"
     write_dag(dags_dir, "divide.py", FAILING_INDEX.format(fixed=str(fixed)))

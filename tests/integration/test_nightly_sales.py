@@ -72,6 +72,7 @@ def pipeline(cli_env: dict[str, str], dags_dir: Path) -> dict[str, str]:
     return cli_env
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(120)
 def test_reset_backfill_rewrites_every_partition_byte_identically(pipeline):
     data = Path(pipeline["DAGRUN_DATA"])

@@ -183,6 +183,7 @@ def scheduler_log(tmp_path: Path) -> str:
 # ---------------------------------------------------------------- trigger
 
 
+@pytest.mark.slow
 def test_trigger_json_and_the_same_key_makes_nothing(greet):
     first = cli_json("trigger", "greet", "--run-id", "eu-42", env=greet)
     assert set(first) == {"run_id", "logical_date", "state", "created"}
@@ -274,6 +275,7 @@ def outputs(processes: list[subprocess.Popen]) -> list[dict]:
     return documents
 
 
+@pytest.mark.slow
 def test_two_triggers_at_once(greet, db_url):
     env = {**greet, "DAGRUN_DB_URL": db_url}  # a fresh database: both make its schema too
     unkeyed = outputs(start_triggers(env, "greet"))
@@ -294,6 +296,7 @@ def test_two_triggers_at_once(greet, db_url):
 # ---------------------------------------------------------------- the scheduler runs them
 
 
+@pytest.mark.slow
 def test_scheduler_runs_a_triggered_run_with_its_conf(greet, store, tmp_path):
     scheduler = start_scheduler(greet, tmp_path)
     try:
@@ -328,6 +331,7 @@ def test_scheduler_runs_a_triggered_run_with_its_conf(greet, store, tmp_path):
     assert returned == {"params": {"n": 5, "region": "EU"}, "conf": {}}
 
 
+@pytest.mark.slow
 def test_nothing_of_a_delayed_run_starts_before_its_instant(greet, store, tmp_path):
     scheduler = start_scheduler(greet, tmp_path)
     try:
@@ -402,6 +406,7 @@ def test_run_with_the_key_of_a_queued_run_resumes_it(cli_env, dags_dir, store):
     assert len(cli_json("runs", "list", "mine", env=cli_env)) == 1
 
 
+@pytest.mark.slow
 def test_run_with_the_key_of_a_killed_run_resumes_it(cli_env, dags_dir, store, tmp_path):
     write_dag(dags_dir, "hanging.py", HANGING)
     env = {**cli_env, "DAGRUN_LEASE_SECONDS": "2"}
@@ -434,6 +439,7 @@ def test_run_with_the_key_of_a_killed_run_resumes_it(cli_env, dags_dir, store, t
 # ---------------------------------------------------------------- cancel, mark
 
 
+@pytest.mark.slow
 def test_cancel_a_finished_run_changes_nothing(cli_env, flag):
     assert dagrun("run", "chain", "--run-id", "K", env=cli_env).returncode == 1
     before = table_counts(cli_env)
@@ -466,6 +472,7 @@ def test_cancel_a_waiting_run_skips_its_tasks(cli_env, flag, store):
     assert attempts_of(store, "chain") == []
 
 
+@pytest.mark.slow
 def test_mark_a_failed_run_success(cli_env, flag, store):
     assert dagrun("run", "chain", "--run-id", "K", env=cli_env).returncode == 1
     assert run_state(store, "chain", "K") == "failed"
@@ -501,6 +508,7 @@ def test_marking_a_failed_upstream_success_lets_its_downstream_run(cli_env, flag
     ]
 
 
+@pytest.mark.slow
 def test_audit_lists_operator_actions_newest_first(cli_env, flag, dags_dir):
     write_dag(dags_dir, "greet.py", GREET)
     ok("trigger", "chain", "--run-id", "T", "--conf", '{"why": "test"}', env=cli_env)
@@ -542,6 +550,7 @@ def test_audit_lists_operator_actions_newest_first(cli_env, flag, dags_dir):
 # ---------------------------------------------------------------- logs of a manual run
 
 
+@pytest.mark.slow
 def test_logs_of_a_manual_run_by_run_id(greet):
     ok("run", "greet", "--run-id", "L", "--conf", '{"n": 3}', env=greet)
     ok("run", "greet", "--run-id", "M", env=greet)

@@ -183,6 +183,7 @@ def test_a_run_whose_past_failed_ends_and_says_why(cli_env, dags_dir):
 # ---------------------------------------------------------------- clear
 
 
+@pytest.mark.slow
 def test_clear_resets_the_chosen_tasks_and_backfill_runs_them_again(chain):
     ok("backfill", "chain", *RANGE, env=chain)
     cleared = ok(
@@ -205,6 +206,7 @@ def test_clear_resets_the_chosen_tasks_and_backfill_runs_them_again(chain):
     assert {n for k, n in counts.items() if k[0] in "ad" or k[1] == DAYS[2]} == {1}
 
 
+@pytest.mark.slow
 def test_clear_without_yes_asks_and_no_changes_nothing(chain):
     ok("backfill", "chain", *RANGE, env=chain)
     before = table_counts(chain)
@@ -221,6 +223,7 @@ def test_clear_without_yes_asks_and_no_changes_nothing(chain):
     assert {task_states(chain, day)["d"] for day in DAYS} == {"none"}
 
 
+@pytest.mark.slow
 def test_clear_failed_only_touches_the_failures(cli_env, dags_dir):
     write_chain(dags_dir, fail_on=DAYS[1])
     assert dagrun("backfill", "chain", *RANGE, env=cli_env).returncode == 1
@@ -253,6 +256,7 @@ with DAG("scoped", schedule="@daily", start_date="2026-01-01"):
 """
 
 
+@pytest.mark.slow
 def test_clearing_work_clears_its_setup_and_teardown_and_backfill_runs_them_again(
     cli_env, dags_dir
 ):
@@ -291,6 +295,7 @@ def test_clear_with_a_bad_pattern_exits_2(chain, pattern, words):
 # ---------------------------------------------------------------- runs list | show
 
 
+@pytest.mark.slow
 def test_runs_list_and_show_json(cli_env, dags_dir):
     write_chain(dags_dir, fail_on=DAYS[1])
     assert dagrun("backfill", "chain", *RANGE, env=cli_env).returncode == 1
@@ -326,6 +331,7 @@ def test_runs_list_and_show_json(cli_env, dags_dir):
 # ---------------------------------------------------------------- logs
 
 
+@pytest.mark.slow
 def test_logs_print_the_latest_attempt_or_the_chosen_one(cli_env, dags_dir):
     write_dag(dags_dir, "retrying.py", RETRYING)
     ok("backfill", "retrying", "--start", DAYS[0], "--end", DAYS[0], env=cli_env)
@@ -344,6 +350,7 @@ def test_logs_print_the_latest_attempt_or_the_chosen_one(cli_env, dags_dir):
 # ---------------------------------------------------------------- test | tasks test
 
 
+@pytest.mark.slow
 def test_dag_test_runs_in_process_and_records_nothing(cli_env, dags_dir):
     write_chain(dags_dir, fail_on=DAYS[1])
     ok("dags", "list", env=cli_env)  # the DAG rows exist; test itself must add nothing
@@ -363,6 +370,7 @@ def test_dag_test_runs_in_process_and_records_nothing(cli_env, dags_dir):
     assert not (Path(cli_env["DAGRUN_HOME"]) / "logs").exists()
 
 
+@pytest.mark.slow
 def test_tasks_test_runs_one_task_in_process_and_records_nothing(cli_env, dags_dir):
     write_chain(dags_dir, fail_on=DAYS[1])
     ok("dags", "list", env=cli_env)

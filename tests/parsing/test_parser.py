@@ -419,6 +419,7 @@ ERROR_CASES = [
 @pytest.mark.parametrize(
     ("name", "source", "line", "words"), ERROR_CASES, ids=[c[0] for c in ERROR_CASES]
 )
+@pytest.mark.slow
 def test_each_error_is_reported_with_file_line_and_reason(
     dags_dir: Path, name: str, source: str, line: int | None, words: list[str]
 ):

@@ -503,6 +503,7 @@ def test_virtualenv_and_external_python_tasks_run_through_a_worker(store, dags_d
     assert "raise KeyError(" in log_of(failed)
 
 
+@pytest.mark.slow
 def test_a_timeout_kills_the_functions_process(store, dags_dir, tmp_path):
     pid_file = tmp_path / "pid"
     write_dag(

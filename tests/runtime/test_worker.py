@@ -7,6 +7,7 @@ import logging
 import threading
 import time
 
+import pytest
 from sqlalchemy import select
 
 from dagrun.runtime.dag_sync import sync_dags
@@ -39,6 +40,7 @@ def log_of(attempt: dict) -> str:
     return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]
 
 
+@pytest.mark.slow
 def test_retries_until_success_then_downstream_runs(store, dags_dir, tmp_path):
     write_dag(
         dags_dir,
@@ -139,6 +141,7 @@ def test_a_task_that_raises_skip_task_is_skipped_at_once_and_downstream_follows_
         assert task_reads.dead_letters(conn, "skips") == []
 
 
+@pytest.mark.slow
 def test_retries_exhausted_becomes_dead_letter_with_last_error(store, dags_dir):
     write_dag(
         dags_dir,
@@ -358,6 +361,7 @@ def test_a_dag_whose_file_broke_runs_its_last_good_version(store, dags_dir, tmp_
     )
 
 
+@pytest.mark.slow
 def test_a_new_worker_claims_only_what_its_children_can_start(sqlite_store, dags_dir, tmp_path):
     """A worker that has not yet seen how long tasks take holds one claim per child: a
     fresh ``-c 1`` worker never sits on queued work another worker could start."""
@@ -501,6 +505,7 @@ def test_max_tasks_claims_no_more_and_exits_when_they_ended(sqlite_store, dags_d
     assert states.count("success") == 3 and "running" not in states
 
 
+@pytest.mark.slow
 def test_max_idle_counts_only_time_with_nothing_to_run(sqlite_store, dags_dir, tmp_path):
     """The naps keep the worker busy for a second: it must not count that as idle."""
     write_dag(dags_dir, "five.py", FIVE.format(nap=1.0))
@@ -517,6 +522,7 @@ def test_max_idle_exits_an_idle_worker(sqlite_store, tmp_path):
     assert 0.5 <= seconds < 10
 
 
+@pytest.mark.slow
 def test_worker_exits_from_the_command_line(sqlite_store, dags_dir, tmp_path):
     """``--max-tasks`` then ``--once``: each exits 0 of itself, and between them they ran
     every task once."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from itertools import pairwise
 
+import pytest
 from sqlalchemy import select
 
 from dagrun.states import AttemptOutcome
@@ -92,6 +93,7 @@ def test_pooled_attempts_never_overlap_with_four_children(sqlite_store, dags_dir
         assert after.started_at >= before.ended_at, "two tasks of a 1-slot pool overlapped"
 
 
+@pytest.mark.slow
 def test_pools_cli(cli_env):
     assert (
         run_cli("pools", "set", "db", "2", "--description", "warehouse", env=cli_env).returncode

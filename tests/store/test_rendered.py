@@ -123,6 +123,7 @@ def test_the_fingerprint_changes_with_any_source_file(tmp_path: Path):
     assert rendered.fingerprint_of(str(tmp_path)) != changed
 
 
+@pytest.mark.slow
 def test_a_new_database_gets_the_schema_create_all_makes(db_url: str, tmp_path: Path, cache):
     """The rendered DDL (what a new database is made with) against SQLAlchemy's own
     ``create_all``: the same tables, columns, indexes and partial indexes."""

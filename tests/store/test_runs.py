@@ -7,6 +7,7 @@ from __future__ import annotations
 import random
 from itertools import pairwise
 
+import pytest
 from sqlalchemy import select, update
 
 from dagrun import DAG, BashTask
@@ -64,6 +65,7 @@ def end_task(conn, run_pk: int, task_id: str, state: TaskState) -> None:
     conn.execute(update(ti).where(*where).values(state=state.value))
 
 
+@pytest.mark.slow
 def test_deciding_from_the_ended_tasks_decides_what_deciding_from_all_does(store: Store):
     """Two runs of a random DAG end the same tasks the same way, one decided from the task
     that ended, the other from every task: their states stay equal at every step (every

@@ -292,6 +292,7 @@ def undo_version_4(store: Store) -> None:
     )
 
 
+@pytest.mark.slow
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
     """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
     and adds late results and good sources (3), lets manual runs share a logical date and
