@@ -102,6 +102,13 @@ class TaskContext:
         """Connections by id (``conn.my_db.host``), read only when asked for, as ``var``."""
         return CONN
 
+    def attach(self, task: Any) -> None:
+        """Set ``task``, the one field filled after the context is made: an attempt finds
+        its task by importing the DAG file, which may read variables through the context
+        already. Done in place (no copy per attempt, on the hot path) before any name is
+        computed from it."""
+        object.__setattr__(self, "task", task)
+
     def names(self, wanted: Iterable[str] = CONTEXT_NAMES) -> dict[str, Any]:
         """The values of the ``wanted`` context names (dagrun's own by default), for
         injection and templates; a name that is not a context name is left out."""

@@ -12,7 +12,6 @@ and result, the cache of imported DAG files, and the steps from one to the other
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
 import time
 import traceback
@@ -260,8 +259,7 @@ def _run_task(
     on_process_group: Callable[[int], None] | None,
 ) -> Any:
     task = cache.task(request.fileloc, request.dag_id, request.task_id, request.db_url)
-    context = dataclasses.replace(context, task=task)
-    set_current(context)
+    context.attach(task)
     elements = _mapped_values(task, request)
     if isinstance(task, BashTask):
         return run_bash(task, context, on_process_group, elements)
