@@ -18,7 +18,7 @@ from datetime import UTC, datetime
 
 from dagrun.parsing import parser
 from dagrun.parsing.spec import DagSpec
-from dagrun.store import Store, dag_reads, registry
+from dagrun.store import Store, dag_reads, registry, rendered
 
 DUPLICATE_PREFIX = "duplicate DAG id"
 
@@ -37,19 +37,25 @@ def dags_folder(value: str | os.PathLike | None = None) -> str:
 
 
 def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT) -> SyncReport:
-    """Parse what changed in ``folder`` and record DAGs and import errors in the store."""
+    """Parse what changed in ``folder`` and record DAGs and import errors in the store;
+    every file when other code parsed the ones recorded (a dagrun upgrade: a file that
+    failed may import now, an unchanged one may make a richer spec)."""
     found = parser.discover(folder)
+    code = rendered.fingerprint()
     with store.read() as conn:
         known = dag_reads.known_files(conn)
+        stale = dag_reads.parsed_by(conn) != code
     removed = [p for p in known if p not in found]
-    changed = {p: h for p, h in found.items() if p not in known or known[p].content_hash != h}
+    changed = {
+        p: h for p, h in found.items() if stale or p not in known or known[p].content_hash != h
+    }
     if changed or removed:
         changed.update(_clashing_files(known, found))
         changed.update(_dependents(known, found, set(changed) | set(removed)))
     report = SyncReport(
         parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed
     )
-    if not changed and not removed:
+    if not changed and not removed and not stale:
         return report
     results = parser.parse_files(changed, timeout) if changed else {}
     owners = {
@@ -66,6 +72,8 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         parsed = [_parsed(results[path], owners, found, kept.get(path)) for path in sorted(results)]
         registry.save_files(conn, parsed, now)
         registry.deactivate_missing(conn, set(owners))
+        if stale:
+            registry.set_parsed_by(conn, code)
     return report
 
 

@@ -31,6 +31,7 @@ from dagrun.store.schema import (
     dag_file,
     dag_run,
     in_state,
+    meta,
     partition_write,
     pool,
 )
@@ -85,6 +86,20 @@ def known_files(conn: Connection) -> dict[str, KnownFile]:
         )
         for r in rows
     }
+
+
+#: The ``dagrun_meta`` key of the fingerprint of the code that parsed the files recorded.
+PARSED_BY_KEY = "parsed_by"
+_PARSED_BY = Statement(
+    "The fingerprint of the code that parsed the files recorded (none before it was kept).",
+    select(meta.c.value).where(meta.c.key == PARSED_BY_KEY),
+)
+
+
+def parsed_by(conn: Connection) -> str | None:
+    """Which code parsed the files recorded: files parsed by other code are parsed again
+    (what a file makes, or why it fails, depends on dagrun's version as much as on it)."""
+    return sql.scalar(conn, _PARSED_BY)
 
 
 def import_errors(conn: Connection) -> list[KnownFile]:

@@ -19,7 +19,7 @@ from sqlalchemy import Connection, delete, update
 from dagrun.errors import DagNotFound
 from dagrun.parsing.spec import DagSpec, FileWarning, digest_of
 from dagrun.store import asset_triggers, dag_reads, sql
-from dagrun.store.schema import dag, dag_cap, dag_file
+from dagrun.store.schema import dag, dag_cap, dag_file, meta
 from dagrun.store.sql import Statement, name_all, upsert
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
@@ -63,6 +63,10 @@ SET_PAUSED = Statement(
 UPSERT_DAG_CAP = Statement(
     "Record a DAG's max_active_tasks.",
     upsert(dag_cap, "dag_id", ("max_active_tasks",)),
+)
+SET_PARSED_BY = Statement(
+    "Record the fingerprint of the code that parsed the files the registry holds.",
+    upsert(meta, "key", ("value",)),
 )
 DELETE_DAG_CAPS = Statement(
     "Forget the caps of DAGs that no longer have one.",
@@ -196,3 +200,8 @@ class SpecCache:
 
     def bound(self, conn: Connection) -> Callable[[str], DagSpec]:
         return lambda dag_id: self.get(conn, dag_id)
+
+
+def set_parsed_by(conn: Connection, fingerprint: str) -> None:
+    """Say which code parsed the files now recorded (``dag_reads.parsed_by``)."""
+    sql.execute(conn, SET_PARSED_BY, {"b_key": dag_reads.PARSED_BY_KEY, "b_value": fingerprint})

@@ -103,6 +103,25 @@ def test_only_changed_files_are_imported_again(sqlite_store: Store, dags_dir: Pa
     assert set(active(sqlite_store)) == {"one", "two"}
 
 
+def test_files_parsed_by_other_code_are_parsed_again_once(store: Store, dags_dir: Path):
+    """After a dagrun upgrade an unchanged file may load (an Airflow file that failed) or
+    make a richer spec: every file is parsed once more, then unchanged ones are not."""
+    good = write_dag(
+        dags_dir,
+        "good.py",
+        "from dagrun import DAG, BashTask\nwith DAG('good'):\n    BashTask('t', command='echo')\n",
+    )
+    bad = write_dag(dags_dir, "bad.py", "import no_such_module_here\n")
+    assert len(sync(store, dags_dir).parsed) == 2
+    assert sync(store, dags_dir).parsed == []
+    with store.write() as conn:
+        registry.set_parsed_by(conn, "an older dagrun")
+    assert sync(store, dags_dir).parsed == sorted([str(bad), str(good)])
+    assert sync(store, dags_dir).parsed == []
+    with store.read() as conn:
+        assert dag_reads.parsed_by(conn) != "an older dagrun"
+
+
 def test_touching_a_file_without_changing_it_does_not_reimport(
     sqlite_store: Store, dags_dir: Path, tmp_path
 ):
