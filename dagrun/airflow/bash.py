@@ -20,7 +20,7 @@ from dagrun.airflow.operators import (
     airflow_options,
     in_group,
 )
-from dagrun.authoring.dag import DAG, current_dag
+from dagrun.authoring.dag import DAG
 from dagrun.authoring.groups import TaskGroup
 from dagrun.authoring.tasks import BashPartial, BashTask
 from dagrun.errors import DagDefinitionError
@@ -50,35 +50,24 @@ class BashOperator(AirflowTask, BashTask, metaclass=BaseOperatorMeta):
         mapped: dict[str, Any] | None = None,
         **arguments: Any,
     ):
-        dag = dag or current_dag()
-        if dag is None or not task_id:
-            raise DagDefinitionError(
-                "BashOperator needs a task_id and a DAG (`with DAG(...):` or dag=)",
-                task_id=task_id,
-            )
-        natives, attributes = airflow_options(task_id, dag, arguments)
+        made = airflow_options("BashOperator", task_id, dag, arguments)
         if isinstance(bash_command, str) and bash_command.endswith(_EXTENSIONS):
-            bash_command = templating.read_template_file(bash_command, dag, task_id)
-        with in_group(dag, task_group):
+            bash_command = templating.read_template_file(bash_command, made.dag, made.task_id)
+        with in_group(made.dag, task_group):
             super().__init__(
-                task_id,
+                made.task_id,
                 command=bash_command,
                 env=dict(env or {}),
                 cwd=cwd,
-                dag=dag,
+                dag=made.dag,
                 mapped=mapped,
                 skip_on_exit_code=skip_on_exit_code,
                 append_env=append_env or env is None,
                 output_encoding=output_encoding,
-                return_last_line=attributes["do_xcom_push"],
-                **natives,
+                return_last_line=made.attributes["do_xcom_push"],
+                **made.natives,
             )
-        for name, value in attributes.items():
-            setattr(self, name, value)
-
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        return type(self).__name__
+        self.keep(made.attributes)
 
     @property
     def bash_command(self) -> str:

@@ -31,7 +31,6 @@ from dagrun.authoring.taskflow import TaskFunction, elsewhere
 from dagrun.authoring.taskflow import setup as native_setup
 from dagrun.authoring.taskflow import teardown as native_teardown
 from dagrun.authoring.tasks import PythonTask
-from dagrun.errors import DagDefinitionError
 from dagrun.runtime import current
 from dagrun.runtime.rendering import render_with
 from dagrun.runtime.task_calls import run_shell
@@ -39,6 +38,8 @@ from dagrun.runtime.task_calls import run_shell
 
 class AirflowPythonTask(AirflowTask, PythonTask):
     """What a call of an Airflow ``@task`` function makes."""
+
+    kind = "@task"
 
     def __init__(
         self,
@@ -58,23 +59,20 @@ class AirflowPythonTask(AirflowTask, PythonTask):
         templates_dict: dict[str, Any] | None = None,
         **arguments: Any,
     ):
-        dag = dag or current_dag()
-        if dag is None:
-            raise DagDefinitionError("called outside a DAG", task_id=task_id)
-        defaults = default_args_for(dag, None)
-        natives, attributes = airflow_options(
-            task_id, dag, args_.with_defaults(None, arguments, defaults)
+        defaults = default_args_for(dag or current_dag(), None)
+        made = airflow_options(
+            "@task", task_id, dag, args_.with_defaults(None, arguments, defaults)
         )
         if multiple_outputs is None:
             multiple_outputs = returns_dict(python_callable)
-        attributes.pop("multiple_outputs", None)
-        with in_group(dag, task_group):
+        made.attributes.pop("multiple_outputs", None)
+        with in_group(made.dag, task_group):
             super().__init__(
-                task_id,
+                made.task_id,
                 python_callable,
                 args,
                 kwargs,
-                dag,
+                made.dag,
                 choice=choice,
                 mapped=mapped,
                 sensor=sensor,
@@ -82,10 +80,9 @@ class AirflowPythonTask(AirflowTask, PythonTask):
                 environment=environment,
                 templates_dict=templates_dict,
                 ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
-                **natives,
+                **made.natives,
             )
-        for name, value in attributes.items():
-            setattr(self, name, value)
+        self.keep(made.attributes)
 
 
 def returns_dict(function: Callable[..., Any]) -> bool:
@@ -134,13 +131,14 @@ def _sensor(python_callable: Callable[..., Any] | None = None, **options: Any) -
     return make if python_callable is None else make(python_callable)
 
 
-_BASH_OPTIONS = ("env", "append_env", "output_encoding", "skip_on_exit_code", "cwd")
+#: ``@task.bash``'s options of the shell, besides the task arguments.
+BASH_OPTIONS = ("env", "append_env", "output_encoding", "skip_on_exit_code", "cwd")
 
 
 def _bash(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.bash``: the function returns a bash command (a template), which runs as a
     ``BashOperator``'s would."""
-    shell = {k: options.pop(k) for k in _BASH_OPTIONS if k in options}
+    shell = {k: options.pop(k) for k in BASH_OPTIONS if k in options}
 
     def make(function: Callable[..., Any]) -> TaskFunction:
         return TaskFunction(_command_of(function, shell), dict(options), None, AirflowPythonTask)

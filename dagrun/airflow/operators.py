@@ -19,7 +19,7 @@ import contextlib
 import copy
 import logging
 from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 from dagrun.airflow import arguments as args_
 from dagrun.airflow import templating
@@ -86,6 +86,7 @@ class AirflowTask:
     ``**kwargs``, Airflow's names for its neighbours, ``output``, ``set_upstream``."""
 
     context_names: tuple[str, ...] = ALL_CONTEXT_NAMES
+    kind: str
     dag: DAG
     task_id: str
 
@@ -126,6 +127,18 @@ class AirflowTask:
     def log(self) -> logging.Logger:
         return logging.getLogger("airflow.task")
 
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Each class's ``kind`` (what ``dags show`` names its tasks) is its name, as
+        Airflow's UI names an operator, unless the class sets its own."""
+        super().__init_subclass__(**kwargs)
+        if "kind" not in cls.__dict__:
+            cls.kind = cls.__name__
+
+    def keep(self, attributes: Mapping[str, Any]) -> None:
+        """Set the arguments dagrun keeps as attributes (``owner``, ``doc_md`` ...)."""
+        for name, value in attributes.items():
+            setattr(self, name, value)
+
     def template_names(self) -> Collection[str]:
         """The names a template of this task may use: the context's and the DAG's
         ``user_defined_macros``."""
@@ -139,13 +152,31 @@ class AirflowTask:
         return dict(getattr(self.dag, "user_defined_macros", {}))
 
 
+class Prepared(NamedTuple):
+    """A task's DAG and id, and its Airflow arguments as native options and as the
+    attributes to set on it."""
+
+    dag: DAG
+    task_id: str
+    natives: dict[str, Any]
+    attributes: dict[str, Any]
+
+
 def airflow_options(
-    task_id: str, dag: DAG, arguments: Mapping[str, Any]
-) -> tuple[dict[str, Any], dict[str, Any]]:
-    """Airflow task arguments as (native options, attributes to set on the task)."""
+    kind: str, task_id: str | None, dag: DAG | None, arguments: Mapping[str, Any]
+) -> Prepared:
+    """What making a task of ``kind`` from Airflow's arguments needs (its DAG: the given
+    one or the current one); an id and a DAG it must have."""
+    dag = dag or current_dag()
+    if dag is None:
+        raise DagDefinitionError(
+            f"{kind} created outside a DAG: use `with DAG(...):` or pass dag=", task_id=task_id
+        )
+    if not task_id:
+        raise DagDefinitionError(f"{kind} needs a task_id", dag_id=dag.dag_id)
     natives, kept = args_.split(arguments, dag, task_id)
     ignored = {k: v for k, v in arguments.items() if k in args_.IGNORED}
-    return natives, {**ATTRIBUTE_DEFAULTS, **kept, **ignored}
+    return Prepared(dag, task_id, natives, {**ATTRIBUTE_DEFAULTS, **kept, **ignored})
 
 
 @contextlib.contextmanager
@@ -181,23 +212,11 @@ class BaseOperator(AirflowTask, Task, metaclass=BaseOperatorMeta):
         task_group: TaskGroup | None = None,
         **arguments: Any,
     ):
-        dag = dag or current_dag()
-        if dag is None:
-            raise DagDefinitionError(
-                "created outside a DAG: use `with DAG(...):` or pass dag=", task_id=task_id
-            )
-        if not task_id:
-            raise DagDefinitionError(f"{type(self).__name__} needs a task_id", dag_id=dag.dag_id)
-        natives, attributes = airflow_options(task_id, dag, arguments)
+        made = airflow_options(type(self).__name__, task_id, dag, arguments)
         self._finished = False
-        with in_group(dag, task_group):
-            super().__init__(task_id, dag=dag, **natives)
-        for name, value in attributes.items():
-            setattr(self, name, value)
-
-    @property
-    def kind(self) -> str:  # type: ignore[override]
-        return type(self).__name__
+        with in_group(made.dag, task_group):
+            super().__init__(made.task_id, dag=made.dag, **made.natives)
+        self.keep(made.attributes)
 
     @property
     def task_type(self) -> str:

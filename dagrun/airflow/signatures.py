@@ -22,6 +22,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from dagrun.airflow import arguments
+from dagrun.airflow.decorators import BASH_OPTIONS
+from dagrun.airflow.virtualenv import CALL_ARGUMENTS, VIRTUALENV_ARGUMENTS
 
 _NAMED = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
 _MISSING: Any = object()
@@ -45,27 +47,9 @@ class Accepts:
 ANY = Accepts(None)
 
 #: What an operator reads out of its ``**kwargs`` itself, besides its named parameters.
-_ELSEWHERE: tuple[str, ...] = (
-    "serializer",
-    "string_args",
-    "env_vars",
-    "inherit_env",
-    "skip_on_exit_code",
-    "use_dill",
-    "expect_airflow",
-)
-_VIRTUALENV: tuple[str, ...] = (
-    "requirements",
-    "python_version",
-    "system_site_packages",
-    "pip_install_options",
-    "index_urls",
-    "venv_cache_path",
-    *_ELSEWHERE,
-)
 KWARGS_READ: dict[str, tuple[str, ...]] = {
-    "dagrun.airflow.virtualenv.PythonVirtualenvOperator": _VIRTUALENV,
-    "dagrun.airflow.virtualenv.ExternalPythonOperator": _ELSEWHERE,
+    "dagrun.airflow.virtualenv.PythonVirtualenvOperator": VIRTUALENV_ARGUMENTS,
+    "dagrun.airflow.virtualenv.ExternalPythonOperator": CALL_ARGUMENTS,
 }
 
 #: ``@task``'s variants (``@task.bash`` ...) and the options each takes besides the task
@@ -74,11 +58,11 @@ DECORATOR_OPTIONS: dict[str, tuple[str, ...]] = {
     "python": (),
     "branch": (),
     "short_circuit": (),
-    "bash": ("env", "append_env", "output_encoding", "skip_on_exit_code", "cwd"),
-    "virtualenv": _VIRTUALENV,
-    "branch_virtualenv": _VIRTUALENV,
-    "external_python": ("python", *_ELSEWHERE),
-    "branch_external_python": ("python", *_ELSEWHERE),
+    "bash": BASH_OPTIONS,
+    "virtualenv": VIRTUALENV_ARGUMENTS,
+    "branch_virtualenv": VIRTUALENV_ARGUMENTS,
+    "external_python": ("python", *CALL_ARGUMENTS),
+    "branch_external_python": ("python", *CALL_ARGUMENTS),
 }
 
 #: The parameters of the class ``@task`` makes that a decorator's caller does not give.

@@ -25,16 +25,28 @@ from dagrun.authoring.python_environments import (
 )
 from dagrun.runtime import virtualenvs
 
-#: Airflow's arguments of the environment, each a native one.
-_VIRTUALENV = (
+#: Airflow's arguments of a call in another Python, read out of the operator's ``**kwargs``
+#: (each a native option but the last two: ``use_dill`` is ``serializer="dill"``, and
+#: ``expect_airflow`` concerns what dagrun does not install).
+CALL_ARGUMENTS = (
+    "serializer",
+    "string_args",
+    "env_vars",
+    "inherit_env",
+    "skip_on_exit_code",
+    "use_dill",
+    "expect_airflow",
+)
+#: And those of a virtual environment besides.
+VIRTUALENV_ARGUMENTS = (
     "requirements",
     "python_version",
     "system_site_packages",
     "pip_install_options",
     "index_urls",
     "venv_cache_path",
+    *CALL_ARGUMENTS,
 )
-_CALL = ("serializer", "string_args", "env_vars", "inherit_env", "skip_on_exit_code")
 
 
 class _ElsewhereOperator(PythonOperator):
@@ -77,7 +89,7 @@ class PythonVirtualenvOperator(_ElsewhereOperator):
     template_fields = (*PythonOperator.template_fields, "requirements")
 
     def __init__(self, *, python_callable: Callable[..., Any], **kwargs: Any):
-        own = serializer(_split(kwargs, (*_VIRTUALENV, *_CALL, "use_dill", "expect_airflow")))
+        own = serializer(_split(kwargs, VIRTUALENV_ARGUMENTS))
         own.setdefault("system_site_packages", True)
         super().__init__(python_callable=python_callable, **kwargs)
         self.requirements = own.get("requirements")
@@ -89,6 +101,6 @@ class ExternalPythonOperator(_ElsewhereOperator):
     """Calls ``python_callable`` with the interpreter ``python``."""
 
     def __init__(self, *, python: str, python_callable: Callable[..., Any], **kwargs: Any):
-        own = serializer(_split(kwargs, (*_CALL, "use_dill", "expect_airflow")))
+        own = serializer(_split(kwargs, CALL_ARGUMENTS))
         super().__init__(python_callable=python_callable, **kwargs)
         self.prepare(external_environment, {**own, "python": python})

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from dagrun.airflow import checks, decorators, signatures, virtualenv
+from dagrun.airflow import checks
 from dagrun.airflow.checks import Finding, check_source
 from dagrun.parsing import loader
 from tests.helpers import run_cli, write_dag
@@ -322,18 +322,6 @@ def test_ok_means_the_file_loads(name: str, dags_dir: Path) -> None:
 
     assert report.ok is expected
     assert (error is None) is expected, error
-
-
-def test_the_arguments_operators_read_themselves_are_known() -> None:
-    """What ``signatures`` lists beside the named parameters is what the operators read."""
-    base = (*virtualenv._CALL, "use_dill", "expect_airflow")
-    table = signatures.KWARGS_READ
-    assert set(table["dagrun.airflow.virtualenv.ExternalPythonOperator"]) == set(base)
-    assert set(table["dagrun.airflow.virtualenv.PythonVirtualenvOperator"]) == {
-        *virtualenv._VIRTUALENV,
-        *base,
-    }
-    assert set(signatures.DECORATOR_OPTIONS["bash"]) == set(decorators._BASH_OPTIONS)
 
 
 def test_a_hundred_files_are_read_well_under_a_second(tmp_path: Path) -> None:

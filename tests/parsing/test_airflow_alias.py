@@ -41,7 +41,7 @@ def test_a_file_importing_airflow_gets_dagruns_task_graph(dags_dir):
     assert [(t.task_id, t.kind) for t in spec.tasks] == [
         ("shell", "BashOperator"),
         ("call", "PythonOperator"),
-        ("flow", "python"),
+        ("flow", "@task"),
     ]
 
 
