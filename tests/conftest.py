@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -13,6 +14,10 @@ from dagrun.store import Store
 from dagrun.store.engine import normalise_url
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
+
+# What a test does not give a home of its own (the venvs of Python tasks, a store opened
+# without a URL) goes to a folder of this test process, never to the checkout's .dagrun.
+os.environ["DAGRUN_HOME"] = tempfile.mkdtemp(prefix="dagrun-tests-")
 
 
 def _pg_base_url() -> str | None:

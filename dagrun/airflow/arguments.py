@@ -92,6 +92,7 @@ IGNORED = frozenset(
         "allow_nested_operators",
         "logger_name",
         "show_return_value_in_logs",
+        "use_airflow_context",
     }
 )
 

@@ -52,7 +52,7 @@ class BashOperator(AirflowTask, BashTask, metaclass=BaseOperatorMeta):
     ):
         made = airflow_options("BashOperator", task_id, dag, arguments)
         if isinstance(bash_command, str) and bash_command.endswith(_EXTENSIONS):
-            bash_command = templating.read_template_file(bash_command, made.dag, made.task_id)
+            bash_command = templating.read_template_file(bash_command, made.dag)
         with in_group(made.dag, task_group):
             super().__init__(
                 made.task_id,

@@ -12,12 +12,19 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from dagrun.airflow import arguments as args_
-from dagrun.airflow.operators import AirflowTask, airflow_options, default_args_for, in_group
+from dagrun.airflow.operators import (
+    AirflowTask,
+    Prepared,
+    airflow_options,
+    default_args_for,
+    in_group,
+)
 from dagrun.airflow.structure import TaskGroup
+from dagrun.airflow.templating import read_template_file
 from dagrun.airflow.virtualenv import serializer
 from dagrun.authoring import groups
 from dagrun.authoring.dag import DAG, current_dag
@@ -57,6 +64,7 @@ class AirflowPythonTask(AirflowTask, PythonTask):
         ignore_downstream_trigger_rules: bool = True,
         environment: PythonEnvironment | None = None,
         templates_dict: dict[str, Any] | None = None,
+        templates_exts: Sequence[str] | None = None,
         **arguments: Any,
     ):
         defaults = default_args_for(dag or current_dag(), None)
@@ -65,6 +73,8 @@ class AirflowPythonTask(AirflowTask, PythonTask):
         )
         if multiple_outputs is None:
             multiple_outputs = returns_dict(python_callable)
+        if templates_dict and templates_exts:
+            templates_dict = _read_files(templates_dict, tuple(templates_exts), made)
         made.attributes.pop("multiple_outputs", None)
         with in_group(made.dag, task_group):
             super().__init__(
@@ -83,6 +93,19 @@ class AirflowPythonTask(AirflowTask, PythonTask):
                 **made.natives,
             )
         self.keep(made.attributes)
+
+
+def _read_files(
+    templates: dict[str, Any], extensions: tuple[str, ...], made: Prepared
+) -> dict[str, Any]:
+    """``templates_dict`` with each value naming a template file (``templates_exts``)
+    replaced by the file's text, read when the file is parsed as template fields are."""
+    return {
+        key: read_template_file(value, made.dag)
+        if isinstance(value, str) and value.endswith(extensions)
+        else value
+        for key, value in templates.items()
+    }
 
 
 def returns_dict(function: Callable[..., Any]) -> bool:
@@ -185,6 +208,22 @@ def _external_python(python_callable: Callable[..., Any] | None = None, **option
     return elsewhere(python_callable, options, external_environment, None, AirflowPythonTask)
 
 
+def _branch_virtualenv(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
+    """``@task.branch_virtualenv(...)``: a branch run as ``@task.virtualenv`` runs."""
+    options = serializer(options)
+    options.setdefault("system_site_packages", True)
+    return elsewhere(python_callable, options, virtualenv_environment, "branch", AirflowPythonTask)
+
+
+def _branch_external_python(
+    python_callable: Callable[..., Any] | None = None, **options: Any
+) -> Any:
+    """``@task.branch_external_python(python=...)``: a branch run as
+    ``@task.external_python`` runs."""
+    options = serializer(options)
+    return elsewhere(python_callable, options, external_environment, "branch", AirflowPythonTask)
+
+
 task.python = task  # type: ignore[attr-defined]
 task.branch = _branch  # type: ignore[attr-defined]
 task.short_circuit = _short_circuit  # type: ignore[attr-defined]
@@ -192,6 +231,8 @@ task.sensor = _sensor  # type: ignore[attr-defined]
 task.bash = _bash  # type: ignore[attr-defined]
 task.virtualenv = _virtualenv  # type: ignore[attr-defined]
 task.external_python = _external_python  # type: ignore[attr-defined]
+task.branch_virtualenv = _branch_virtualenv  # type: ignore[attr-defined]
+task.branch_external_python = _branch_external_python  # type: ignore[attr-defined]
 
 
 def task_group(

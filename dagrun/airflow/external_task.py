@@ -123,7 +123,7 @@ class ExternalTaskSensor(BaseSensorOperator):
         if ids and len(set(ids)) != len(ids):
             raise ValueError("Duplicate task_ids passed in external_task_ids parameter")
         attempt = current.current()
-        db_url = attempt.db_url if attempt is not None else None
+        db_url = attempt.runs_url if attempt is not None else None
         verdict, reason = external_verdict(self._target(), db_url, self._dates(context))
         self.log.info("Poking for %s", reason)
         if verdict == Verdict.FAILED:

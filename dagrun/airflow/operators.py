@@ -98,6 +98,18 @@ class AirflowTask:
         return XComArg(self)  # type: ignore[arg-type]  # a mixin of a Task
 
     @property
+    def params(self) -> dict[str, Any]:
+        """Airflow's ``task.params``: the DAG's params (their defaults) under the task's
+        own; ``{}`` when neither has any."""
+        declared = getattr(self.dag, "params", {}) or {}
+        defaults = {k: v["default"] for k, v in declared.items() if "default" in v}
+        return {**defaults, **(self.options.get("params") or {})}  # type: ignore[attr-defined]
+
+    @params.setter
+    def params(self, value: dict[str, Any]) -> None:
+        self.options["params"] = value  # type: ignore[attr-defined]
+
+    @property
     def dag_id(self) -> str:
         return self.dag.dag_id
 
@@ -203,6 +215,9 @@ class BaseOperator(AirflowTask, Task, metaclass=BaseOperatorMeta):
     ui_color = "#fff"
     ui_fgcolor = "#000"
     shallow_copy_attrs: Sequence[str] = ()
+    #: The arguments its ``__init__`` reads out of its ``**kwargs`` itself, besides its
+    #: named parameters (``dags check-airflow`` accepts them).
+    kwargs_read: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -229,7 +244,7 @@ class BaseOperator(AirflowTask, Task, metaclass=BaseOperatorMeta):
         for field in self.template_fields:
             value = getattr(self, field, None)
             if isinstance(value, str) and value.endswith(tuple(self.template_ext)):
-                setattr(self, field, templating.read_template_file(value, self.dag, self.task_id))
+                setattr(self, field, templating.read_template_file(value, self.dag))
             for output in templating.outputs_in(value):
                 self.add_upstream(output.task)
         self._finished = True
@@ -432,6 +447,12 @@ class ShortCircuitOperator(PythonOperator):
     def __init__(self, *, ignore_downstream_trigger_rules: bool = True, **kwargs: Any):
         super().__init__(**kwargs)
         self.ignore_downstream_trigger_rules = bool(ignore_downstream_trigger_rules)
+
+
+def is_venv_installed() -> bool:
+    """Whether virtual environments can be made: always, with the standard ``venv``
+    module (or ``uv``) that dagrun makes them with."""
+    return True
 
 
 def get_current_context() -> Context:

@@ -202,7 +202,8 @@ class BaseSensorOperator(BaseOperator):
         rescheduled); the value of a done ``PokeReturnValue``, else None."""
         assert self.sensor is not None  # set by finish
         failures = _Failures(self.soft_fail, self.silent_fail, self.never_fail)
-        return sense(self.sensor, lambda: failures.poke(lambda: self.poke(context)))
+        once = context["ctx"].poke_once
+        return sense(self.sensor, lambda: failures.poke(lambda: self.poke(context)), once)
 
 
 def _seconds(value: Any) -> Any:
@@ -386,6 +387,20 @@ class TimeDeltaSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> bool:
         return datetime.now(UTC) > context["data_interval_end"] + self.delta
+
+
+class TimeSensorAsync(TimeSensor):
+    """Airflow's deferrable ``TimeSensor``: here one that waits in reschedule mode."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**{"deferrable": True, **kwargs})
+
+
+class TimeDeltaSensorAsync(TimeDeltaSensor):
+    """Airflow's deferrable ``TimeDeltaSensor``: here one that waits in reschedule mode."""
+
+    def __init__(self, **kwargs: Any):
+        super().__init__(**{"deferrable": True, **kwargs})
 
 
 @enum.unique

@@ -7,7 +7,7 @@ a DAG's arguments are its ``__init__``'s and the ones it accepts and ignores
 ``__init__`` methods of its classes in ``dagrun.airflow`` (down to the first that takes no
 ``**kwargs``, or to dagrun's native task class), every ``BaseOperator`` argument
 (``arguments.BASE_ARGUMENTS``, ``arguments.IGNORED`` among them, warned), and the few that
-an operator reads out of its ``**kwargs`` itself (``KWARGS_READ``); ``@task`` and its
+an operator reads out of its ``**kwargs`` itself (its class's ``kwargs_read``); ``@task`` and its
 variants take the task arguments and their own (``DECORATOR_OPTIONS``); anything else its
 signature, where it has no ``**kwargs``. A module of ``dagrun.airflow`` that is not there
 checks nothing: its names accept any argument.
@@ -45,12 +45,6 @@ class Accepts:
 
 
 ANY = Accepts(None)
-
-#: What an operator reads out of its ``**kwargs`` itself, besides its named parameters.
-KWARGS_READ: dict[str, tuple[str, ...]] = {
-    "dagrun.airflow.virtualenv.PythonVirtualenvOperator": VIRTUALENV_ARGUMENTS,
-    "dagrun.airflow.virtualenv.ExternalPythonOperator": CALL_ARGUMENTS,
-}
 
 #: ``@task``'s variants (``@task.bash`` ...) and the options each takes besides the task
 #: arguments; a variant not listed takes any (``@task.sensor``: the sensors' options).
@@ -122,7 +116,7 @@ def _operator(cls: type) -> Accepts:
         names |= _parameters(init)
         if not _takes_kwargs(init):
             break
-    names |= set(KWARGS_READ.get(f"{cls.__module__}.{cls.__qualname__}", ()))
+    names |= set(getattr(cls, "kwargs_read", ()))
     return Accepts(frozenset(names), arguments.IGNORED, task=True)
 
 

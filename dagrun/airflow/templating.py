@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dagrun.authoring import templates
 from dagrun.authoring.params import ParamRef
 from dagrun.authoring.tasks import TaskOutput
-from dagrun.errors import DagDefinitionError, NonRetryableError
+from dagrun.errors import NonRetryableError
 
 if TYPE_CHECKING:
     from dagrun.authoring.dag import DAG
@@ -36,19 +36,17 @@ def search_path(dag: DAG | None) -> list[str]:
     return folders + list(getattr(dag, "template_searchpath", []))
 
 
-def read_template_file(name: str, dag: DAG | None, task_id: str) -> str:
-    """The text of a template file a field names (``bash_command="load.sh"``)."""
-    folders = search_path(dag)
-    for folder in folders:
+def read_template_file(name: str, dag: DAG | None) -> str:
+    """The text of a template file a field names (``bash_command="load.sh"``), read when
+    the DAG file is parsed, as Airflow reads it. A file not there yet is looked for again
+    when the task runs (an ``include`` of it), whose attempt fails if it is still missing:
+    the DAG loads, as in Airflow."""
+    for folder in search_path(dag):
         path = os.path.join(folder, name)
         if os.path.isfile(path):
             with open(path, encoding="utf-8") as handle:
                 return handle.read()
-    raise DagDefinitionError(
-        f"template file {name!r} not found (looked in {', '.join(folders) or 'nothing'})",
-        dag_id=dag.dag_id if dag else None,
-        task_id=task_id,
-    )
+    return "{% include " + repr(name) + " %}"
 
 
 def environment(dag: DAG | None) -> Any:
@@ -126,11 +124,13 @@ def render(value: Any, context: Mapping[str, Any], dag: DAG | None) -> Any:
 
 
 def _render_text(text: str, context: Mapping[str, Any], dag: DAG | None) -> Any:
-    from jinja2 import TemplateError
+    from jinja2 import TemplateError, TemplateNotFound
 
     names = {**context, **getattr(dag, "user_defined_macros", {})}
     try:
         return environment(dag).from_string(text).render(**names)
+    except TemplateNotFound as exc:
+        raise NonRetryableError(f"template file {exc.name!r} not found") from None
     except TemplateError as exc:
         raise NonRetryableError(f"template {text!r}: {exc}") from None
 

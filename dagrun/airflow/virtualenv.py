@@ -15,7 +15,8 @@ import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from dagrun.airflow.operators import PythonOperator, determine_kwargs
+from dagrun.airflow.models import Context
+from dagrun.airflow.operators import PythonOperator, branch_ids, determine_kwargs
 from dagrun.authoring.context_names import PORTABLE_CONTEXT_NAMES, TEMPLATES_DICT
 from dagrun.authoring.python_environments import (
     PythonEnvironment,
@@ -87,6 +88,7 @@ class PythonVirtualenvOperator(_ElsewhereOperator):
     """Calls ``python_callable`` in a virtual environment with ``requirements``."""
 
     template_fields = (*PythonOperator.template_fields, "requirements")
+    kwargs_read = VIRTUALENV_ARGUMENTS
 
     def __init__(self, *, python_callable: Callable[..., Any], **kwargs: Any):
         own = serializer(_split(kwargs, VIRTUALENV_ARGUMENTS))
@@ -100,7 +102,27 @@ class PythonVirtualenvOperator(_ElsewhereOperator):
 class ExternalPythonOperator(_ElsewhereOperator):
     """Calls ``python_callable`` with the interpreter ``python``."""
 
+    kwargs_read = CALL_ARGUMENTS
+
     def __init__(self, *, python: str, python_callable: Callable[..., Any], **kwargs: Any):
         own = serializer(_split(kwargs, CALL_ARGUMENTS))
         super().__init__(python_callable=python_callable, **kwargs)
         self.prepare(external_environment, {**own, "python": python})
+
+
+class BranchPythonVirtualenvOperator(PythonVirtualenvOperator):
+    """A branch whose callable runs in a virtual environment."""
+
+    choice = "branch"
+
+    def execute(self, context: Context) -> Any:
+        return branch_ids(super().execute(context), self)
+
+
+class BranchExternalPythonOperator(ExternalPythonOperator):
+    """A branch whose callable runs with the interpreter ``python``."""
+
+    choice = "branch"
+
+    def execute(self, context: Context) -> Any:
+        return branch_ids(super().execute(context), self)

@@ -30,3 +30,12 @@ class XComArg(TaskOutput):
 
     def __iter__(self) -> Any:
         raise TypeError("an XComArg is not iterable when the DAG is parsed; map over it")
+
+    def __str__(self) -> str:
+        """A template that pulls the value when a field holding it renders (Airflow's: an
+        XComArg in an f-string becomes its value at run time)."""
+        key = self.key or XCOM_RETURN_KEY
+        return (
+            f"{{{{ task_instance.xcom_pull(task_ids='{self.task.task_id}', "
+            f"dag_id='{self.task.dag.dag_id}', key='{key}') }}}}"
+        )

@@ -99,7 +99,7 @@ class TaskFunction(DependencyMixin):
         elif self.role == "teardown":
             created.as_teardown(on_failure_fail_dagrun=self.on_failure_fail_dagrun)
         self.tasks.append(created)
-        return TaskOutput(created)
+        return created.output
 
     def last_task(self) -> Task:
         if not self.tasks:

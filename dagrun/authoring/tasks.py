@@ -113,6 +113,11 @@ class Task(DependencyMixin):
     def edge_tasks(self, upstream: bool) -> list[Task]:
         return [self]
 
+    @property
+    def output(self) -> TaskOutput:
+        """Its return value, to pass to another task (what a @task call returns)."""
+        return TaskOutput(self)
+
     def as_setup(self) -> Task:
         """Mark this task as a setup (it makes a resource); returns the task, to chain."""
         setup_teardown.mark_setup(self)

@@ -7,7 +7,15 @@ from pathlib import Path
 import click
 
 from dagrun.authoring import params
-from dagrun.cli.app import App, echo_json, echo_table, pass_app, pick_run, resolve_date
+from dagrun.cli.app import (
+    App,
+    echo_json,
+    echo_table,
+    pass_app,
+    pick_run,
+    resolve_date,
+    setup_logging,
+)
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parsing.loader import import_file
 from dagrun.parsing.spec import DagSpec
@@ -43,6 +51,7 @@ def _request(
         inputs=inputs,
         conf=conf,
         db_url=app.store.url,
+        test_mode=True,
     )
 
 
@@ -70,6 +79,7 @@ def _check_importable(spec: DagSpec) -> None:
 def test_dag(app: App, dag_id: str, date: str, conf_text: str | None) -> None:
     """Run every task of DAG for DATE in this process, deciding what a real run decides
     (branches, skips, trigger rules, mapping, sensors); nothing is recorded."""
+    setup_logging(app.verbose)
     spec = app.spec(dag_id)
     conf = _conf(spec, conf_text)
     interval = _interval(spec, date)
@@ -121,6 +131,7 @@ def tasks_group() -> None:
 @pass_app
 def test_task(app: App, dag_id: str, task_id: str, date: str, conf_text: str | None) -> None:
     """Run one task for DATE in this process (upstream values are None); nothing recorded."""
+    setup_logging(app.verbose)
     spec = app.spec(dag_id)
     conf = _conf(spec, conf_text)
     if task_id not in spec.task_map:

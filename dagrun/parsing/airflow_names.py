@@ -22,11 +22,21 @@ HOMES: dict[str, str] = {
             "BranchPythonOperator",
             "ShortCircuitOperator",
             "get_current_context",
+            "is_venv_installed",
         ],
         "operators",
     ),
+    "EmailOperator": "email_operator",
     "BashOperator": "bash",
-    **dict.fromkeys(["PythonVirtualenvOperator", "ExternalPythonOperator"], "virtualenv"),
+    **dict.fromkeys(
+        [
+            "PythonVirtualenvOperator",
+            "ExternalPythonOperator",
+            "BranchPythonVirtualenvOperator",
+            "BranchExternalPythonOperator",
+        ],
+        "virtualenv",
+    ),
     **dict.fromkeys(
         [
             "BaseSensorOperator",
@@ -38,6 +48,8 @@ HOMES: dict[str, str] = {
             "TimeDeltaSensor",
             "DayOfWeekSensor",
             "WeekDay",
+            "TimeSensorAsync",
+            "TimeDeltaSensorAsync",
         ],
         "sensors",
     ),
@@ -107,7 +119,8 @@ def _names(text: str) -> tuple[str, ...]:
 
 
 _PYTHON = "PythonOperator BranchPythonOperator ShortCircuitOperator PythonVirtualenvOperator "
-_PYTHON += "ExternalPythonOperator get_current_context"
+_PYTHON += "ExternalPythonOperator BranchPythonVirtualenvOperator BranchExternalPythonOperator "
+_PYTHON += "get_current_context is_venv_installed"
 _SDK = """DAG dag task task_group TaskGroup BaseOperator BaseSensorOperator PokeReturnValue
     chain chain_linear cross_downstream Label EdgeModifier Asset AssetAll AssetAny Param
     ParamsDict Variable Connection BaseHook get_current_context setup teardown TriggerRule
@@ -137,6 +150,16 @@ PATHS: dict[str, tuple[str, ...]] = {
     "airflow.operators.python": _names(_PYTHON),
     "airflow.operators.empty": _names("EmptyOperator"),
     "airflow.operators.dummy": _names("DummyOperator EmptyOperator"),
+    "airflow.operators.email": _names("EmailOperator"),
+    # Airflow 2's deprecated module names, which it still serves.
+    "airflow.operators.dummy_operator": _names("DummyOperator EmptyOperator"),
+    "airflow.operators.bash_operator": _names("BashOperator"),
+    "airflow.operators.python_operator": _names(_PYTHON),
+    "airflow.operators.email_operator": _names("EmailOperator"),
+    "airflow.sensors.base_sensor_operator": _names("BaseSensorOperator"),
+    "airflow.sensors.external_task_sensor": _names("ExternalTaskSensor ExternalTaskMarker"),
+    "airflow.sensors.time_delta_sensor": _names("TimeDeltaSensor"),
+    "airflow.providers.standard.operators.email": _names("EmailOperator"),
     "airflow.providers.standard.operators.bash": _names("BashOperator"),
     "airflow.providers.standard.operators.python": _names(_PYTHON),
     "airflow.providers.standard.operators.empty": _names("EmptyOperator"),
@@ -144,15 +167,15 @@ PATHS: dict[str, tuple[str, ...]] = {
     "airflow.sensors.bash": _names("BashSensor"),
     "airflow.sensors.python": _names("PythonSensor"),
     "airflow.sensors.filesystem": _names("FileSensor"),
-    "airflow.sensors.time_sensor": _names("TimeSensor"),
-    "airflow.sensors.time_delta": _names("TimeDeltaSensor"),
+    "airflow.sensors.time_sensor": _names("TimeSensor TimeSensorAsync"),
+    "airflow.sensors.time_delta": _names("TimeDeltaSensor TimeDeltaSensorAsync"),
     "airflow.sensors.weekday": _names("DayOfWeekSensor"),
     "airflow.sensors.external_task": _names("ExternalTaskSensor ExternalTaskMarker"),
     "airflow.providers.standard.sensors.bash": _names("BashSensor"),
     "airflow.providers.standard.sensors.python": _names("PythonSensor"),
     "airflow.providers.standard.sensors.filesystem": _names("FileSensor"),
-    "airflow.providers.standard.sensors.time": _names("TimeSensor"),
-    "airflow.providers.standard.sensors.time_delta": _names("TimeDeltaSensor"),
+    "airflow.providers.standard.sensors.time": _names("TimeSensor TimeSensorAsync"),
+    "airflow.providers.standard.sensors.time_delta": _names("TimeDeltaSensor TimeDeltaSensorAsync"),
     "airflow.providers.standard.sensors.weekday": _names("DayOfWeekSensor"),
     "airflow.providers.standard.sensors.external_task": _names(
         "ExternalTaskSensor ExternalTaskMarker"
@@ -160,6 +183,7 @@ PATHS: dict[str, tuple[str, ...]] = {
     "airflow.providers.standard.utils.weekday": _names("WeekDay"),
     "airflow.utils.weekday": _names("WeekDay"),
     "airflow.utils.trigger_rule": _names("TriggerRule"),
+    "airflow.sdk.api.datamodels._generated": _names("TriggerRule"),
     "airflow.utils.edgemodifier": _names("Label EdgeModifier"),
     "airflow.utils.task_group": _names("TaskGroup"),
     "airflow.utils.helpers": _names("chain cross_downstream"),

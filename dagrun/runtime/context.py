@@ -55,8 +55,12 @@ class TaskContext:
     map_index: int = -1
     #: The task object of the DAG file (Airflow's ``task``); None where it is not loaded.
     task: Any = None
-    #: Whether the attempt runs under ``dagrun test`` (Airflow's ``test_mode``).
+    #: Whether the attempt runs under ``dagrun tasks test`` (Airflow's ``test_mode``).
     test_mode: bool = False
+    #: Where other DAGs' runs are read, when not ``db_url`` (``dagrun test``'s real store).
+    history_url: str | None = None
+    #: A sensor pokes once and hands its wait to the store (``dagrun test``).
+    poke_once: bool = False
     #: What the attempt pushed (``ti.xcom_push``), key -> JSON text: sent back with its
     #: result and written with its completion.
     pushed: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
@@ -101,6 +105,11 @@ class TaskContext:
     def conn(self) -> ConnectionAccessor:
         """Connections by id (``conn.my_db.host``), read only when asked for, as ``var``."""
         return CONN
+
+    @property
+    def runs_url(self) -> str | None:
+        """The store other DAGs' runs are read from (an ExternalTaskSensor's)."""
+        return self.history_url or self.db_url
 
     def attach(self, task: Any) -> None:
         """Set ``task``, the one field filled after the context is made: an attempt finds

@@ -6,10 +6,12 @@ functions as a worker: the run is made in a private SQLite store in a temporary 
 its tasks are claimed, run here one at a time (a debugger or ``print`` works, logs go to the
 terminal) and completed, and readiness decides what follows. Nothing is written to the
 real store: its variables and connections are copied into the private one, so tasks read
-them (and secrets are masked) as in a real run, and ``ti.xcom_pull`` reads this run.
+them (and secrets are masked) as in a real run, ``ti.xcom_pull`` reads this run, and an
+ExternalTaskSensor reads the other DAGs' runs in the real store.
 
-Each task runs once (its retries would only wait); a sensor is poked until its condition
-holds or it times out.
+Each task runs once (its retries would only wait); a sensor pokes once per attempt and
+waits between pokes outside it, until its condition holds or it times out, so the task it
+waits for runs meanwhile.
 """
 
 from __future__ import annotations
@@ -69,7 +71,7 @@ def run_locally(
         jobs = Jobs(log_dir=None, db_url=store.url, callback_timeout=0, is_short=_never)
         cache = DagCache()
         while (state := _state(store, run_pk)).active:
-            if not _run_one(store, spec, run_pk, jobs, cache, on_start, on_end):
+            if not _run_one(store, source.url, spec, run_pk, jobs, cache, on_start, on_end):
                 _wait_for_due(store, run_pk)
         with store.read() as conn:
             tasks = task_reads.task_instances(conn, [run_pk], [t.task_id for t in spec.tasks])
@@ -81,8 +83,13 @@ def _never(dag_id: str, task_id: str) -> bool:
 
 
 def _once_each(spec: DagSpec) -> DagSpec:
-    """The DAG with no retries: a test runs each task once."""
-    tasks = tuple(dataclasses.replace(t, retries=0) for t in spec.tasks)
+    """The DAG with no retries (a test runs each task once), its sensors waiting between
+    pokes in reschedule mode (tasks run one at a time here: a sensor waiting in its
+    attempt would hold up the task it waits for)."""
+    tasks = tuple(
+        dataclasses.replace(t, retries=0, sensor=t.sensor and t.sensor._replace(mode="reschedule"))
+        for t in spec.tasks
+    )
     return dataclasses.replace(spec, tasks=tasks)
 
 
@@ -124,6 +131,7 @@ def _state(store: Store, run_pk: int) -> RunState:
 
 def _run_one(
     store: Store,
+    history_url: str,
     spec: DagSpec,
     run_pk: int,
     jobs: Jobs,
@@ -140,7 +148,7 @@ def _run_one(
     claim = claimed[0]
     on_start(claim.task_id, claim.map_index)
     assert isinstance(job.request, AttemptRequest)  # an attempt's job, not a callback's
-    request = dataclasses.replace(job.request, test_mode=True)
+    request = dataclasses.replace(job.request, history_url=history_url, poke_once=True)
     result = execute(request, cache)
     on_end(claim.task_id, claim.map_index, result)
     with store.write() as conn:

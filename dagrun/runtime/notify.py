@@ -100,8 +100,8 @@ def email(
     a failed login or a server that does not answer fail the callback; nothing is retried
     (a mail relay queues and retries itself)."""
     return _Email(
-        _addresses(to, "to"),
-        _addresses(cc, "cc") if cc is not None else [],
+        addresses(to, "to"),
+        addresses(cc, "cc") if cc is not None else [],
         _template(subject, "subject"),
         _template(body, "body"),
         _check_seconds("email timeout", timeout),
@@ -378,7 +378,7 @@ def _shown(url: str) -> str:
 _ADDRESS = re.compile(r"[^@\s,;<>\"']+@[^@\s,;<>\"']+")
 
 
-def _addresses(value: object, what: str) -> list[str]:
+def addresses(value: object, what: str) -> list[str]:
     """Bare addresses (``ops@example.com``) from one, a list, or a string of them separated
     by commas or semicolons (Airflow's ``email``)."""
     if isinstance(value, str):

@@ -26,10 +26,12 @@ def render(value: Any, names: dict[str, Any], env: Any = None) -> Any:
     if isinstance(value, str):
         if not templates.is_template(value):
             return value
-        from jinja2 import TemplateError
+        from jinja2 import TemplateError, TemplateNotFound
 
         try:
             return (env or templates.environment()).from_string(value).render(**names)
+        except TemplateNotFound as exc:
+            raise NonRetryableError(f"template file {exc.name!r} not found") from None
         except TemplateError as exc:
             raise NonRetryableError(f"template {value!r}: {exc}") from None
     if isinstance(value, list | tuple):

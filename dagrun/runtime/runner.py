@@ -60,8 +60,14 @@ class AttemptRequest:
     db_url: str | None = None
     #: The run's key in ``db_url`` (XComs are read by it).
     run_pk: int | None = None
-    #: Whether the attempt runs under ``dagrun test`` (Airflow's ``test_mode``).
+    #: Whether the attempt runs under ``dagrun tasks test`` (Airflow's ``test_mode``).
     test_mode: bool = False
+    #: Where other DAGs' runs are read (an ExternalTaskSensor): the real store while
+    #: ``dagrun test`` runs in a private one; None: ``db_url``.
+    history_url: str | None = None
+    #: A sensor pokes once and hands its wait to the store, whatever its mode (``dagrun
+    #: test`` runs one attempt at a time: a sensor waiting in poke mode would hold it).
+    poke_once: bool = False
 
     @property
     def label(self) -> str:
@@ -85,6 +91,8 @@ class AttemptRequest:
             run_pk=self.run_pk,
             map_index=self.map_index,
             test_mode=self.test_mode,
+            history_url=self.history_url,
+            poke_once=self.poke_once,
         )
 
 
@@ -268,6 +276,7 @@ def _run_task(
             value = sense(
                 task.sensor,
                 lambda: run_python(task, context, request.inputs, elements, on_process_group),
+                once=context.poke_once,
             )
         else:
             value = run_python(task, context, request.inputs, elements, on_process_group)

@@ -297,7 +297,7 @@ class ExternalTaskSensor(_Sensor):
 
     def poke(self, ctx: TaskContext) -> bool:
         date = ctx.logical_date - self.execution_delta
-        verdict, reason = external_verdict(self.target, ctx.db_url, [date])
+        verdict, reason = external_verdict(self.target, ctx.runs_url, [date])
         if verdict in (Verdict.FAILED, Verdict.MISSING):
             raise NonRetryableError(reason)
         if verdict == Verdict.SKIPPED:

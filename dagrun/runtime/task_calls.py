@@ -36,13 +36,13 @@ class ConditionUnmet(Exception):
     store decides whether the sensor waits for its next poke or has timed out."""
 
 
-def sense(sensor: SensorSpec, poke: Callable[[], Any]) -> Any:
+def sense(sensor: SensorSpec, poke: Callable[[], Any], once: bool = False) -> Any:
     """A sensor's pokes: the task's value once its condition holds, which is ``poke``'s
     truthy value, or the ``xcom_value`` of a done ``PokeReturnValue`` (falsy or not). In
     reschedule mode one poke, raising ``ConditionUnmet`` when it does not; in poke mode one
     after each wait (``SensorSpec.wait_after``) while the attempt keeps its slot, until the
     timeout has passed since the first (then ``ConditionUnmet`` too, and the store ends the
-    sensor)."""
+    sensor). ``once``: one poke whatever the mode (``dagrun test``)."""
     started = time.monotonic()
     deadline = started + sensor.timeout
     pokes = 0
@@ -54,7 +54,7 @@ def sense(sensor: SensorSpec, poke: Callable[[], Any]) -> Any:
                 return value.xcom_value
         elif value:
             return value
-        if sensor.mode == SensorMode.RESCHEDULE:
+        if once or sensor.mode == SensorMode.RESCHEDULE:
             fixed = f"in {sensor.poke_interval:.10g} s"
             when = "after a growing wait" if sensor.exponential_backoff else fixed
             raise ConditionUnmet(f"condition unmet; next poke {when}")

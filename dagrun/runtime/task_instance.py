@@ -66,6 +66,10 @@ class TaskInstance:
     hostname = property(lambda self: socket.gethostname())
 
     @property
+    def dag_run(self) -> DagRun:
+        return self._context.dag_run
+
+    @property
     def max_tries(self) -> int:
         return int(getattr(self._context.task, "retries", 0) or 0)
 
@@ -80,7 +84,7 @@ class TaskInstance:
         self,
         task_ids: str | Iterable[str] | None = None,
         dag_id: str | None = None,
-        key: str = RETURN_KEY,
+        key: str | None = RETURN_KEY,
         include_prior_dates: bool = False,
         *,
         map_indexes: int | Iterable[int] | None = None,
@@ -116,7 +120,7 @@ def _value_of(by_index: dict[int, Any] | None, map_indexes: Any, default: Any) -
     return [by_index[i] for i in sorted(by_index) if i >= 0]
 
 
-def _read(context: TaskContext, task_ids: list[str], key: str) -> dict[str, dict[int, Any]]:
+def _read(context: TaskContext, task_ids: list[str], key: str | None) -> dict[str, dict[int, Any]]:
     """What ``task_ids`` left under ``key`` in the attempt's run; this attempt's own pushes
     first, since they are not in the store yet."""
     found: dict[str, dict[int, Any]] = {}
@@ -126,8 +130,9 @@ def _read(context: TaskContext, task_ids: list[str], key: str) -> dict[str, dict
 
         with shared_store(context.db_url).read() as conn:
             found = xcoms.pull(conn, context.run_pk, task_ids, key)
-    if context.task_id in task_ids and key in context.pushed:
-        found.setdefault(context.task_id, {})[context.map_index] = json.loads(context.pushed[key])
+    pushed = list(context.pushed.values()) if key is None else [context.pushed.get(key)]
+    if context.task_id in task_ids and pushed and pushed[-1] is not None:
+        found.setdefault(context.task_id, {})[context.map_index] = json.loads(pushed[-1])
     return found
 
 

@@ -74,15 +74,38 @@ def record_pushed(conn: Connection, accepted: Iterable[Outcome], now: datetime) 
     sql.execute_many(conn, INSERT_PUSHED, rows)
 
 
+PULL_ANY_PUSHED = Statement(
+    "What some tasks of a run pushed under any key, newest last (Airflow 2's key=None).",
+    select(xcom.c.task_id, xcom.c.map_index, xcom.c.value)
+    .where(xcom.c.run_pk == _b("run_pk"), xcom.c.task_id.in_(_many("task_ids")))
+    .order_by(xcom.c.created_at, xcom.c.key),
+)
+
+
 def pull(
-    conn: Connection, run_pk: int, task_ids: Sequence[str], key: str = RETURN_KEY
+    conn: Connection, run_pk: int, task_ids: Sequence[str], key: str | None = RETURN_KEY
 ) -> dict[str, dict[int, Any]]:
     """The values of ``task_ids`` in a run under ``key``, decoded, by task id and map index
-    (-1 for a task that is not mapped); a task with none is absent."""
-    statement = run_reads.UPSTREAM_VALUES if key == RETURN_KEY else PULL_PUSHED
-    params: dict[str, Any] = {"b_run_pk": run_pk, "b_task_ids": sorted(set(task_ids))}
-    if key != RETURN_KEY:
-        params["b_key"] = key
+    (-1 for a task that is not mapped); a task with none is absent. With no key, each
+    instance's return value, or else what it pushed last (Airflow 2's ``key=None``)."""
+    if key == RETURN_KEY:
+        return _values(conn, run_reads.UPSTREAM_VALUES, run_pk, task_ids)
+    if key is not None:
+        return _values(conn, PULL_PUSHED, run_pk, task_ids, {"b_key": key})
+    found = _values(conn, PULL_ANY_PUSHED, run_pk, task_ids)  # the newest key wins
+    for task_id, values in _values(conn, run_reads.UPSTREAM_VALUES, run_pk, task_ids).items():
+        found.setdefault(task_id, {}).update(values)
+    return found
+
+
+def _values(
+    conn: Connection,
+    statement: Statement,
+    run_pk: int,
+    task_ids: Sequence[str],
+    more: dict[str, Any] | None = None,
+) -> dict[str, dict[int, Any]]:
+    params = {"b_run_pk": run_pk, "b_task_ids": sorted(set(task_ids)), **(more or {})}
     found: dict[str, dict[int, Any]] = {}
     for task_id, map_index, value in sql.tuples(conn, statement, params):
         if value is not None:

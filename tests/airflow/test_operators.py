@@ -307,3 +307,27 @@ def test_airflow_callbacks_get_airflows_context(store, dags_dir, tmp_path):
         ["", "task(s) failed: broken", True, "ready"],
         ["broken", "ValueError: broken feed", True, "ready"],
     ]
+
+
+MISSING_FILE = """
+from airflow import DAG
+from airflow.operators.bash import BashOperator
+
+with DAG("missing", schedule=None):
+    BashOperator(task_id="later", bash_command="later.sh")
+    BashOperator(task_id="never", bash_command="never.sh")
+"""
+
+
+def test_a_template_file_missing_at_parse_fails_its_task_not_the_file(store, dags_dir):
+    """Airflow reads template files when the file is parsed, and a missing one fails the
+    task when it renders: the DAG loads, a file made since is found then."""
+    path = write_dag(dags_dir, "missing.py", MISSING_FILE)
+    from dagrun.parsing.loader import load_file
+
+    assert load_file(str(path))[1] is None
+    (dags_dir / "later.sh").write_text("echo made later {{ dag.dag_id }}\n")
+    run, tasks = run_once(store, dags_dir, "missing")
+    assert (tasks["later"].state, tasks["never"].state) == ("success", "failed")
+    assert tasks["never"].last_error == "NonRetryableError: template file 'never.sh' not found"
+    assert values(store)["later"] == "made later missing"
