@@ -327,7 +327,7 @@ def test_a_template_file_missing_at_parse_fails_its_task_not_the_file(store, dag
 
     assert load_file(str(path))[1] is None
     (dags_dir / "later.sh").write_text("echo made later {{ dag.dag_id }}\n")
-    run, tasks = run_once(store, dags_dir, "missing")
+    _, tasks = run_once(store, dags_dir, "missing")
     assert (tasks["later"].state, tasks["never"].state) == ("success", "failed")
     assert tasks["never"].last_error == "NonRetryableError: template file 'never.sh' not found"
     assert values(store)["later"] == "made later missing"
