@@ -10,7 +10,6 @@ environment's installer and a function called in another interpreter
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import os
 import signal
@@ -32,6 +31,7 @@ def run_command(
     cwd: str | None = None,
     on_process_group: GroupListener | None = None,
     tail: masking.Tail | None = None,
+    stdin: int | None = None,
 ) -> int:
     """Run ``argv`` to its end, its output into the log (and into ``tail``); returns its
     exit code (negative: the signal that killed it). Its group is told to
@@ -45,6 +45,7 @@ def run_command(
         list(argv),
         env=dict(env),
         cwd=cwd,
+        stdin=stdin,
         preexec_fn=processes.own_session,
         **masking.piped(masker if tail is None else masker or masking.Masker()),
     )
@@ -65,31 +66,12 @@ def run_captured(
     keep: int = 20,
 ) -> tuple[int, list[str]]:
     """As ``run_command``, and also keep the last ``keep`` lines of its output (an
-    installer's, whose last lines say why it failed). Read to the end of its output: for
-    commands that leave nothing running behind them."""
-    sys.stdout.flush()
-    sys.stderr.flush()
-    masker = masking.active()
-    process = subprocess.Popen(
-        list(argv),
-        env=dict(env),
-        stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        preexec_fn=processes.own_session,
+    installer's, whose last lines say why it failed)."""
+    tail = masking.Tail()
+    code = run_command(
+        argv, env=env, on_process_group=on_process_group, tail=tail, stdin=subprocess.DEVNULL
     )
-    if on_process_group:
-        on_process_group(process.pid)
-    last: collections.deque[str] = collections.deque(maxlen=keep)
-    try:
-        assert process.stdout is not None  # started with a pipe
-        for line in process.stdout:
-            shown = masker.mask_bytes(line) if masker else line
-            _write_all(1, shown)
-            last.append(shown.decode(errors="replace").rstrip())
-        return process.wait(), list(last)
-    finally:
-        _end(process)
+    return code, tail.last_lines(keep)
 
 
 def _end(process: subprocess.Popen) -> None:
@@ -100,9 +82,3 @@ def _end(process: subprocess.Popen) -> None:
         process.wait()
     if process.stdout is not None:
         process.stdout.close()
-
-
-def _write_all(fd: int, data: bytes) -> None:
-    view = memoryview(data)
-    while view:
-        view = view[os.write(fd, view) :]

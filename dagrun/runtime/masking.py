@@ -295,8 +295,13 @@ class Tail:
 
     def last_line(self, encoding: str = "utf-8") -> str:
         """The last line, without its line break; "" for no output."""
+        lines = self.last_lines(1, encoding)
+        return lines[-1] if lines else ""
+
+    def last_lines(self, count: int, encoding: str = "utf-8") -> list[str]:
+        """The last ``count`` lines, without their line breaks."""
         lines = self._end.decode(encoding, errors="replace").splitlines()
-        return lines[-1].rstrip() if lines else ""
+        return [line.rstrip() for line in lines[-count:]]
 
 
 def _exit_fd(process: subprocess.Popen) -> list[int]:

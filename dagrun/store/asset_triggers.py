@@ -40,6 +40,7 @@ from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import RunType
 from dagrun.store import dag_reads, run_reads, runs, sql
+from dagrun.store.dag_reads import AssetEvent
 from dagrun.store.schema import asset_cursor, asset_event, asset_trigger
 from dagrun.store.sql import Statement, insert_new, name_all
 from dagrun.store.sql import bind as _b
@@ -182,26 +183,11 @@ def _at(spec: DagSpec, instant: datetime) -> dict:
 # ---------------------------------------------------------------- what a run was made from
 
 
-@dataclass(frozen=True)
-class TriggeringEvent:
-    """An event an asset-triggered run consumed, with the DAG, task and run that produced
-    it (None for a run since deleted)."""
-
-    id: int
-    asset: str
-    partition_key: str
-    fingerprint: str | None
-    dag_id: str | None
-    task_id: str | None
-    created_at: datetime
-    run_id: str | None
-
-
-def triggering_events(conn: Connection, run_pk: int) -> dict[str, list[TriggeringEvent]]:
+def triggering_events(conn: Connection, run_pk: int) -> dict[str, list[AssetEvent]]:
     """The events a run was made from, by asset, oldest first (Airflow's
     ``triggering_asset_events``); empty for a run no asset condition made."""
-    found: dict[str, list[TriggeringEvent]] = {}
+    found: dict[str, list[AssetEvent]] = {}
     for row in sql.tuples(conn, dag_reads.TRIGGERING_EVENTS, {"b_run_pk": run_pk}):
-        event = TriggeringEvent(*row)
+        event = AssetEvent(*row)
         found.setdefault(event.asset, []).append(event)
     return found

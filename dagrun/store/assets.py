@@ -29,6 +29,7 @@ from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import dag_reads, run_reads, runs, sql
 from dagrun.store.asset_triggers import UNBOUNDED
+from dagrun.store.dag_reads import AssetEvent
 from dagrun.store.schema import asset_consumed, asset_cursor, asset_event
 from dagrun.store.sql import Statement, binds, name_all, upsert
 from dagrun.timing.instants import iso
@@ -301,21 +302,6 @@ def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
             )
         )
     return rows
-
-
-@dataclass(frozen=True)
-class AssetEvent:
-    """One event as an operator reads it: the partition, its fingerprint, and the DAG, run
-    and task that produced it (None for a run since deleted)."""
-
-    id: int
-    asset: str
-    partition_key: str
-    fingerprint: str | None
-    dag_id: str | None
-    task_id: str | None
-    created_at: datetime
-    run_id: str | None
 
 
 def latest_events(conn: Connection, names: Iterable[str]) -> dict[str, AssetEvent]:

@@ -312,6 +312,24 @@ PARTITION_FINGERPRINT = Statement(
     .order_by(partition_write.c.id.desc())
     .limit(1),
 )
+
+
+@dataclass(frozen=True)
+class AssetEvent:
+    """One asset event as an operator reads it, or as a run it triggered consumed it: the
+    partition, its fingerprint, and the DAG, run and task that produced it (None for a run
+    since deleted)."""
+
+    id: int
+    asset: str
+    partition_key: str
+    fingerprint: str | None
+    dag_id: str | None
+    task_id: str | None
+    created_at: datetime
+    run_id: str | None
+
+
 NEW_ASSET_EVENTS = Statement(
     "Events of some assets after a DAG's cursor (up to a settled id), oldest first (what it "
     "has not looked at).",

@@ -11,7 +11,8 @@ from typing import Any
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.store import Store, assets, dag_reads
-from dagrun.store.assets import AssetEvent, AssetRow, Awaited
+from dagrun.store.assets import AssetRow, Awaited
+from dagrun.store.dag_reads import AssetEvent
 from dagrun.timing.instants import iso
 from dagrun.webapp.models import DagInfo, read_dag
 
