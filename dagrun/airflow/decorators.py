@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import functools
 import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from dagrun.airflow import arguments as args_
@@ -30,7 +30,6 @@ from dagrun.authoring import groups
 from dagrun.authoring.dag import DAG, current_dag
 from dagrun.authoring.options import split_sensor_options
 from dagrun.authoring.python_environments import (
-    PythonEnvironment,
     external_environment,
     virtualenv_environment,
 )
@@ -41,6 +40,15 @@ from dagrun.authoring.tasks import PythonTask
 from dagrun.runtime import current
 from dagrun.runtime.rendering import render_with
 from dagrun.runtime.task_calls import run_shell
+
+#: The keyword arguments of dagrun's ``PythonTask`` (the decorators pass them: ``choice``,
+#: ``mapped``, ``sensor``, ``environment`` ...), passed on as they are; the others of a
+#: call are Airflow's task arguments.
+NATIVE_KEYWORDS = frozenset(
+    name
+    for name, parameter in inspect.signature(PythonTask.__init__).parameters.items()
+    if parameter.kind == parameter.KEYWORD_ONLY
+)
 
 
 class AirflowPythonTask(AirflowTask, PythonTask):
@@ -56,17 +64,13 @@ class AirflowPythonTask(AirflowTask, PythonTask):
         kwargs: dict[str, Any] | None = None,
         dag: DAG | None = None,
         *,
-        choice: str | None = None,
-        mapped: dict[str, Any] | None = None,
-        sensor: Mapping[str, Any] | None = None,
         multiple_outputs: bool | None = None,
         task_group: groups.TaskGroup | None = None,
-        ignore_downstream_trigger_rules: bool = True,
-        environment: PythonEnvironment | None = None,
         templates_dict: dict[str, Any] | None = None,
         templates_exts: Sequence[str] | None = None,
         **arguments: Any,
     ):
+        native = {k: arguments.pop(k) for k in NATIVE_KEYWORDS & arguments.keys()}
         defaults = default_args_for(dag or current_dag(), None)
         made = airflow_options(
             "@task", task_id, dag, args_.with_defaults(None, arguments, defaults)
@@ -83,13 +87,9 @@ class AirflowPythonTask(AirflowTask, PythonTask):
                 args,
                 kwargs,
                 made.dag,
-                choice=choice,
-                mapped=mapped,
-                sensor=sensor,
                 multiple_outputs=multiple_outputs,
-                environment=environment,
                 templates_dict=templates_dict,
-                ignore_downstream_trigger_rules=ignore_downstream_trigger_rules,
+                **native,
                 **made.natives,
             )
         self.keep(made.attributes)

@@ -124,9 +124,9 @@ def _decorator(variant: str) -> Accepts:
     """``@task`` (``python``) or one of its variants."""
     if variant not in DECORATOR_OPTIONS:
         return ANY
-    from dagrun.airflow.decorators import AirflowPythonTask
+    from dagrun.airflow.decorators import NATIVE_KEYWORDS, AirflowPythonTask
 
-    own = _parameters(AirflowPythonTask.__init__) - _TASK_INTERNALS
+    own = (_parameters(AirflowPythonTask.__init__) | NATIVE_KEYWORDS) - _TASK_INTERNALS
     names = own | arguments.BASE_ARGUMENTS | {"task_id", *DECORATOR_OPTIONS[variant]}
     return Accepts(frozenset(names), arguments.IGNORED, task=True)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from dagrun.authoring import groups
 from dagrun.authoring.dag import DAG, current_dag
-from dagrun.authoring.dependencies import DependencyMixin, resolve
+from dagrun.authoring.dependencies import resolve
 from dagrun.authoring.tasks import Task
 from dagrun.errors import DagDefinitionError
 
@@ -178,7 +178,6 @@ class _current:
 
 
 __all__ = [
-    "DependencyMixin",
     "EdgeModifier",
     "Label",
     "TaskGroup",

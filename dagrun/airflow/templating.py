@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from dagrun.authoring import templates
 from dagrun.authoring.params import ParamRef
 from dagrun.authoring.tasks import TaskOutput
-from dagrun.errors import NonRetryableError
+from dagrun.runtime import rendering
 
 if TYPE_CHECKING:
     from dagrun.authoring.dag import DAG
@@ -108,7 +108,10 @@ def render(value: Any, context: Mapping[str, Any], dag: DAG | None) -> Any:
     through, task outputs and params as their values in the run, other objects as they
     are (objects with ``template_fields`` of their own get those rendered in place)."""
     if isinstance(value, str):
-        return _render_text(value, context, dag) if templates.is_template(value) else value
+        if not templates.is_template(value):
+            return value
+        names = {**context, **getattr(dag, "user_defined_macros", {})}
+        return rendering.render(value, names, environment(dag))
     if isinstance(value, TaskOutput):
         key = value.key or "return_value"
         return context["ti"].xcom_pull(task_ids=value.task.task_id, key=key)
@@ -121,18 +124,6 @@ def render(value: Any, context: Mapping[str, Any], dag: DAG | None) -> Any:
     for field in getattr(value, "template_fields", ()):
         setattr(value, field, render(getattr(value, field), context, dag))
     return value
-
-
-def _render_text(text: str, context: Mapping[str, Any], dag: DAG | None) -> Any:
-    from jinja2 import TemplateError, TemplateNotFound
-
-    names = {**context, **getattr(dag, "user_defined_macros", {})}
-    try:
-        return environment(dag).from_string(text).render(**names)
-    except TemplateNotFound as exc:
-        raise NonRetryableError(f"template file {exc.name!r} not found") from None
-    except TemplateError as exc:
-        raise NonRetryableError(f"template {text!r}: {exc}") from None
 
 
 def outputs_in(value: Any) -> Iterator[TaskOutput]:

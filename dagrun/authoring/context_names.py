@@ -68,28 +68,15 @@ AIRFLOW_CONTEXT_NAMES = (
 #: What the checks made when a file is parsed accept.
 ALL_CONTEXT_NAMES = CONTEXT_NAMES + AIRFLOW_CONTEXT_NAMES
 
+#: dagrun's context names whose values are objects of this process (the context itself,
+#: the macros module, the variable and connection accessors): they cannot be passed to a
+#: function running in another interpreter. A new name that is such an object goes here.
+PROCESS_OBJECTS = frozenset({"ctx", "macros", "var", "conn"})
+
 #: The context names whose values are plain data (text, numbers, aware datetimes, dicts of
 #: them), so that they can be passed to a function running in another interpreter
-#: (``dagrun.authoring.python_environments``); the others (``ctx``, ``macros``, ``var``,
-#: ``conn``) are objects of this process. Listed, not derived, so that a new name crosses
-#: only once someone has said its value can: a new name that is plain data is added here too.
-PORTABLE_CONTEXT_NAMES = (
-    "ds",
-    "ds_nodash",
-    "ts",
-    "ts_nodash",
-    "logical_date",
-    "data_interval_start",
-    "data_interval_end",
-    "run_id",
-    "dag_id",
-    "task_id",
-    "try_number",
-    "params",
-    "conf",
-    "idempotency_key",
-    "fence_token",
-)
+#: (``dagrun.authoring.python_environments``).
+PORTABLE_CONTEXT_NAMES = tuple(n for n in CONTEXT_NAMES if n not in PROCESS_OBJECTS)
 
 #: Not a context name, but a parameter any Python task's function may declare: its
 #: ``templates_dict`` rendered for the attempt (None when the task has none), as Airflow's

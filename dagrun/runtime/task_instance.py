@@ -13,18 +13,21 @@ from __future__ import annotations
 import json
 import os
 import socket
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from dagrun.errors import NonRetryableError
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from dagrun.runtime.context import TaskContext
 
 #: The largest JSON text of one return value or pushed value.
 MAX_VALUE_BYTES = int(os.environ.get("DAGRUN_MAX_XCOM_BYTES", "1000000"))
 RETURN_KEY = "return_value"
+T = TypeVar("T")
 
 
 def encode(value: Any, what: str) -> str:
@@ -123,13 +126,10 @@ def _value_of(by_index: dict[int, Any] | None, map_indexes: Any, default: Any) -
 def _read(context: TaskContext, task_ids: list[str], key: str | None) -> dict[str, dict[int, Any]]:
     """What ``task_ids`` left under ``key`` in the attempt's run; this attempt's own pushes
     first, since they are not in the store yet."""
-    found: dict[str, dict[int, Any]] = {}
-    if context.run_pk is not None and context.db_url is not None:
-        from dagrun.store import xcoms
-        from dagrun.store.engine import shared_store
+    from dagrun.store import xcoms
 
-        with shared_store(context.db_url).read() as conn:
-            found = xcoms.pull(conn, context.run_pk, task_ids, key)
+    nothing: dict[str, dict[int, Any]] = {}
+    found = in_run(context, lambda conn, run_pk: xcoms.pull(conn, run_pk, task_ids, key), nothing)
     pushed = list(context.pushed.values()) if key is None else [context.pushed.get(key)]
     if context.task_id in task_ids and pushed and pushed[-1] is not None:
         found.setdefault(context.task_id, {})[context.map_index] = json.loads(pushed[-1])
@@ -162,34 +162,40 @@ class DagRun:
         return found.start_date if found is not None else None
 
 
-def _run_row(context: TaskContext) -> Any:
+def in_run(context: TaskContext, read: Callable[[Connection, int], T], missing: T) -> T:
+    """What ``read`` finds in the attempt's store, given its run's key; ``missing`` outside
+    a stored run (``dagrun tasks test``). The store is imported here, when a task asks:
+    a process importing a DAG file does not pay for SQLAlchemy."""
     if context.run_pk is None or context.db_url is None:
-        return None
-    from dagrun.store import run_reads
+        return missing
     from dagrun.store.engine import shared_store
 
     with shared_store(context.db_url).read() as conn:
-        return run_reads.run_by_pk(conn, context.run_pk)
+        return read(conn, context.run_pk)
+
+
+def _run_row(context: TaskContext) -> Any:
+    from dagrun.store import run_reads
+
+    return in_run(context, run_reads.run_by_pk, None)
 
 
 def previous_success(context: TaskContext) -> Any:
     """The DAG's newest successful run before this run's logical date (a ``RunRow``), or
     None; outside a stored run, None."""
-    if context.db_url is None:
-        return None
     from dagrun.store import run_reads
-    from dagrun.store.engine import shared_store
 
-    with shared_store(context.db_url).read() as conn:
-        return run_reads.previous_success(conn, context.dag_id, context.logical_date)
+    return in_run(
+        context,
+        lambda conn, _: run_reads.previous_success(conn, context.dag_id, context.logical_date),
+        None,
+    )
 
 
 def triggering_events(context: TaskContext) -> dict[str, list[Any]]:
     """The asset events the run was made from, by asset; outside a stored run, none."""
-    if context.run_pk is None or context.db_url is None:
-        return {}
     from dagrun.store import asset_triggers
-    from dagrun.store.engine import shared_store
 
-    with shared_store(context.db_url).read() as conn:
-        return dict(asset_triggers.triggering_events(conn, context.run_pk))
+    return in_run(
+        context, lambda conn, run_pk: dict(asset_triggers.triggering_events(conn, run_pk)), {}
+    )

@@ -339,10 +339,7 @@ def _succeed(
         q.COMPLETE_SUCCESS,
         [
             {
-                "b_ti_id": o.ti_id,
-                "b_fence": o.fence_token,
-                "b_owner": owner,
-                "b_now": now,
+                **_held(o, owner, now),
                 "b_duration": o.duration,
                 "b_value": o.return_value,
             }
@@ -366,10 +363,7 @@ def _skip(
         return {}
     rows = [
         {
-            "b_ti_id": o.ti_id,
-            "b_fence": o.fence_token,
-            "b_owner": owner,
-            "b_now": now,
+            **_held(o, owner, now),
             "b_duration": o.duration,
             "b_error": o.error,
         }
@@ -424,10 +418,7 @@ def _reschedule(
         interval = sensor.wait_after((now - first).total_seconds(), key)
         rows.append(
             {
-                "b_ti_id": o.ti_id,
-                "b_fence": o.fence_token,
-                "b_owner": owner,
-                "b_now": now,
+                **_held(o, owner, now),
                 "b_duration": o.duration,
                 "b_poke_at": now + timedelta(seconds=interval),
                 "b_first_poke": first,
@@ -447,10 +438,7 @@ def _give_up(
         conn,
         q.END_SENSOR,
         {
-            "b_ti_id": outcome.ti_id,
-            "b_fence": outcome.fence_token,
-            "b_owner": owner,
-            "b_now": now,
+            **_held(outcome, owner, now),
             "b_state": state.value,
             "b_error": outcome.error,
             "b_duration": outcome.duration,
@@ -493,10 +481,7 @@ def _fail(
         conn,
         q.COMPLETE_FAILURE,
         {
-            "b_ti_id": outcome.ti_id,
-            "b_fence": outcome.fence_token,
-            "b_owner": owner,
-            "b_now": now,
+            **_held(outcome, owner, now),
             "b_state": state.value,
             "b_failures": failures,
             "b_infra_failures": infra_failures,
@@ -539,6 +524,12 @@ def _record_attempts(
 
 def _attempt_key(o: Outcome) -> dict[str, int]:
     return {"b_ti_id": o.ti_id, "b_fence": o.fence_token}
+
+
+def _held(o: Outcome, owner: str, now: datetime) -> dict[str, Any]:
+    """The parameters of ``statements.HELD`` (the attempt still holds its lease) and the
+    instant every guarded end of an attempt writes."""
+    return {"b_ti_id": o.ti_id, "b_fence": o.fence_token, "b_owner": owner, "b_now": now}
 
 
 def log_params(log: LogRange | None) -> dict[str, Any]:
