@@ -113,8 +113,10 @@ def run_once(
     workers: int = 2,
     log_dir: Path | None = None,
     run_id: str = "test-run",
+    conf: dict | None = None,
 ):
-    """Sync the dags folder and execute one manual run of ``dag_id`` in-process to its end.
+    """Sync the dags folder and execute one manual run of ``dag_id`` (with ``conf``)
+    in-process to its end.
 
     Returns (run row, {task_id: task row}). Attempts still run in real child processes.
     """
@@ -131,7 +133,7 @@ def run_once(
     with store.write() as conn:
         now = store.now(conn)
         interval = first or DataInterval(now, now)
-        pk, _ = runs.create_manual_run(conn, spec, interval, run_id, now)
+        pk, _ = runs.create_manual_run(conn, spec, interval, run_id, now, conf)
     options = WorkerOptions(concurrency=workers, log_dir=log_dir or dags_dir.parent / "logs")
     RunDriver(store, spec, [pk], worker_options=options).run()
     with store.read() as conn:

@@ -33,7 +33,7 @@ from dagrun.authoring.python_environments import (
     external_environment,
     virtualenv_environment,
 )
-from dagrun.authoring.taskflow import TaskFunction, elsewhere
+from dagrun.authoring.taskflow import TaskFunction, decorator, elsewhere
 from dagrun.authoring.taskflow import setup as native_setup
 from dagrun.authoring.taskflow import teardown as native_teardown
 from dagrun.authoring.tasks import PythonTask
@@ -116,27 +116,19 @@ def returns_dict(function: Callable[..., Any]) -> bool:
     return annotation is dict or getattr(annotation, "__origin__", None) is dict
 
 
-def _decorator(
-    function: Callable[..., Any] | None, options: dict[str, Any], choice: str | None = None
-) -> Any:
-    if function is None:
-        return lambda f: TaskFunction(f, dict(options), choice, AirflowPythonTask)
-    return TaskFunction(function, dict(options), choice, AirflowPythonTask)
-
-
 def task(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task`` or ``@task(task_id=..., retries=..., multiple_outputs=...)``."""
-    return _decorator(python_callable, options)
+    return decorator(python_callable, options, None, AirflowPythonTask)
 
 
 def _branch(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.branch``: returns the direct downstream task id(s) to run."""
-    return _decorator(python_callable, options, "branch")
+    return decorator(python_callable, options, "branch", AirflowPythonTask)
 
 
 def _short_circuit(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.short_circuit``: a falsy value skips what is downstream."""
-    return _decorator(python_callable, options, "short_circuit")
+    return decorator(python_callable, options, "short_circuit", AirflowPythonTask)
 
 
 def _sensor(python_callable: Callable[..., Any] | None = None, **options: Any) -> Any:

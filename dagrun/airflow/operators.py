@@ -392,23 +392,29 @@ class PythonOperator(BaseOperator):
         return self.execute_callable(context)
 
     def execute_callable(self, context: Mapping[str, Any]) -> Any:
-        kwargs = determine_kwargs(self.python_callable, self.op_args, context)
-        return self.python_callable(*self.op_args, **{**kwargs, **self.op_kwargs})
+        kwargs = determine_kwargs(self.python_callable, self.op_args, context, self.op_kwargs)
+        return self.python_callable(*self.op_args, **kwargs)
 
 
 def determine_kwargs(
-    function: Callable[..., Any], op_args: Sequence[Any], context: Mapping[str, Any]
+    function: Callable[..., Any],
+    op_args: Sequence[Any],
+    context: Mapping[str, Any],
+    op_kwargs: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """The context values a callable receives: every one when it takes ``**kwargs``, else
-    those its parameters (not filled by ``op_args``) are named after (Airflow's rule)."""
+    """The keyword arguments a callable receives: the context values (every one when it
+    takes ``**kwargs``, else those its parameters not filled by ``op_args`` are named
+    after: Airflow's rule), then ``op_kwargs`` over them."""
     import inspect
 
     signature = inspect.signature(function)
     parameters = list(signature.parameters.values())
     if any(p.kind == p.VAR_KEYWORD for p in parameters):
-        return dict(context)
-    named = [p.name for p in parameters[len(op_args) :]]
-    return {name: context[name] for name in named if name in context}
+        found = dict(context)
+    else:
+        named = [p.name for p in parameters[len(op_args) :]]
+        found = {name: context[name] for name in named if name in context}
+    return {**found, **(op_kwargs or {})}
 
 
 class BranchPythonOperator(PythonOperator):

@@ -263,7 +263,7 @@ class PythonSensor(BaseSensorOperator):
 
     def poke(self, context: Context) -> PokeReturnValue | bool:
         context["templates_dict"] = self.templates_dict
-        kwargs = {**determine_kwargs(self.python_callable, self.op_args, context), **self.op_kwargs}
+        kwargs = determine_kwargs(self.python_callable, self.op_args, context, self.op_kwargs)
         found = self.python_callable(*self.op_args, **kwargs)
         return found if isinstance(found, PokeReturnValue) else PokeReturnValue(bool(found))
 

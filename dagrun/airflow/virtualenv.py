@@ -63,7 +63,7 @@ class _ElsewhereOperator(PythonOperator):
 
     def execute_callable(self, context: Mapping[str, Any]) -> Any:
         names = {k: context[k] for k in (*PORTABLE_CONTEXT_NAMES, TEMPLATES_DICT) if k in context}
-        kwargs = {**determine_kwargs(self.python_callable, self.op_args, names), **self.op_kwargs}
+        kwargs = determine_kwargs(self.python_callable, self.op_args, names, self.op_kwargs)
         folder = os.path.dirname(self.dag.fileloc) if self.dag.fileloc else None
         return virtualenvs.call_function(
             self.function_source, self.environment, self.op_args, kwargs, folder=folder

@@ -10,6 +10,7 @@ a param has a schema: it costs about 0.1 s, and most DAGs declare none.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import json
 from collections.abc import Mapping
@@ -138,6 +139,16 @@ def resolve(declared: Mapping[str, dict], conf: Mapping[str, Any]) -> dict[str, 
         if problem:
             raise ParamError(f"param {name!r}: {problem}", name=name, value=values[name])
     return values
+
+
+def resolve_or_defaults(declared: Mapping[str, dict], conf: Mapping[str, Any]) -> dict[str, Any]:
+    """``resolve``, for what must go on when a conf no longer fits the DAG's params (a
+    callback hearing of the failure that conf caused, a clear following a marker): the
+    defaults alone, or no params at all when a param is required."""
+    for given in (conf, {}):
+        with contextlib.suppress(ParamError):
+            return resolve(declared, given)
+    return {}
 
 
 def _problem(schema: dict, value: Any) -> str | None:

@@ -130,19 +130,26 @@ class PartialCall:
 
 def task(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """Decorate a function as a task: ``@task`` or ``@task(retries=5, trigger_rule=...)``."""
-    return _decorator(function, options, None)
+    return decorator(function, options, None)
 
 
-def _decorator(function: Callable[..., Any] | None, options: dict[str, Any], choice: str | None):
+def decorator(
+    function: Callable[..., Any] | None,
+    options: dict[str, Any],
+    choice: str | None,
+    task_class: type[PythonTask] = PythonTask,
+) -> Any:
+    """``@name`` or ``@name(...)``: a ``TaskFunction`` making ``task_class`` tasks, or the
+    decorator that makes one."""
     if function is not None:
-        return TaskFunction(function, options, choice)
-    return lambda f: TaskFunction(f, dict(options), choice)
+        return TaskFunction(function, dict(options), choice, task_class)
+    return lambda f: TaskFunction(f, dict(options), choice, task_class)
 
 
 def _branch(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     """``@task.branch``: the function returns the task id (or a list of them, or None) of
     the direct downstream tasks to run; the others are skipped."""
-    return _decorator(function, options, "branch")
+    return decorator(function, options, "branch")
 
 
 def _short_circuit(
@@ -156,7 +163,7 @@ def _short_circuit(
     direct downstream tasks, the tasks after them following their own rules. A truthy one
     changes nothing. Teardowns are never skipped by it."""
     options = {**options, "ignore_downstream_trigger_rules": ignore_downstream_trigger_rules}
-    return _decorator(function, options, "short_circuit")
+    return decorator(function, options, "short_circuit")
 
 
 def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
@@ -164,7 +171,7 @@ def _sensor(function: Callable[..., Any] | None = None, **options: Any) -> Any:
     the function returns truthy once its condition holds, and is poked every
     ``poke_interval`` until then, for at most ``timeout`` from its first poke."""
     sensor, rest = split_sensor_options(options)
-    return _decorator(function, {**rest, "sensor": sensor}, None)
+    return decorator(function, {**rest, "sensor": sensor}, None)
 
 
 def _virtualenv(function: Callable[..., Any] | None = None, **options: Any) -> Any:

@@ -13,7 +13,6 @@ is killed with its child.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import os
 import time
@@ -26,7 +25,7 @@ from urllib.parse import quote
 
 from dagrun.authoring.dag import DAG
 from dagrun.authoring.options import TASK_CALLBACKS
-from dagrun.authoring.params import resolve
+from dagrun.authoring.params import resolve_or_defaults
 from dagrun.errors import StoreError
 from dagrun.parsing.loader import isolated
 from dagrun.runtime import masking
@@ -169,7 +168,7 @@ def context_of(request: CallbackRequest, dag: DAG, masker: Masker) -> dict[str, 
         data_interval_start=request.data_interval_start,
         data_interval_end=request.data_interval_end,
         try_number=request.try_number or 0,
-        params=_params(dag, request.conf),
+        params=resolve_or_defaults(dag.params, request.conf),
         conf=request.conf,
         fence_token=request.fence_token or 0,
         ti_id=request.ti_id,
@@ -191,15 +190,6 @@ def context_of(request: CallbackRequest, dag: DAG, masker: Masker) -> dict[str, 
     if url:
         names["url"] = url
     return names
-
-
-def _params(dag: DAG, conf: dict[str, Any]) -> dict[str, Any]:
-    """The run's params; a conf that no longer fits the DAG's params gives the defaults (a
-    callback must still hear of the failure that conf may have caused)."""
-    for given in (conf, {}):
-        with contextlib.suppress(Exception):
-            return resolve(dag.params, given)
-    return {}
 
 
 def page_url(request: CallbackRequest) -> str | None:

@@ -22,6 +22,7 @@ from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection
 
+from dagrun.authoring.params import resolve_or_defaults
 from dagrun.authoring.sensor_options import ExternalMarker
 from dagrun.errors import DagNotFound, UsageError
 from dagrun.parsing.scopes import with_setups_and_teardowns
@@ -140,7 +141,7 @@ def _rendered(
         data_interval_start=run.data_interval_start,
         data_interval_end=run.data_interval_end,
         conf=run.conf,
-        params={k: v.get("default") for k, v in source.params.items()},
+        params=resolve_or_defaults(source.params, run.conf),
     )
     try:
         fields = render_with(

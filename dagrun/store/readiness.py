@@ -83,8 +83,7 @@ def evaluate(
             current[task.task_id] = verdict
             _record(decisions, task.task_id, verdict)
     if only is None:
-        counted = counted_states(spec, current) if spec.quiet_teardowns else current.values()
-        decisions.run_state = run_outcome(counted)
+        decisions.run_state = run_outcome(counted_states(spec, current))
     return decisions
 
 

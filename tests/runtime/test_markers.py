@@ -27,6 +27,12 @@ with DAG("parent", schedule="@daily", start_date="2026-01-01", timezone="Asia/Dh
     ExternalTaskMarker("lost", external_dag_id="nowhere", external_task_id="x")
     ExternalTaskMarker("no_task", external_dag_id="child", external_task_id="absent")
 
+with DAG("by_param", schedule="@daily", start_date="2026-01-01", timezone="Asia/Dhaka",
+         params={"day": "2025-01-01"}):
+    ExternalTaskMarker(
+        "mark", external_dag_id="child", external_task_id="wait", logical_date="{{ params.day }}"
+    )
+
 with DAG("child", schedule="@daily", start_date="2026-01-01", timezone="Asia/Dhaka"):
     BashTask("wait", command="true") >> BashTask("after", command="true")
     BashTask("other", command="true")
@@ -38,11 +44,12 @@ with DAG("child", schedule="@daily", start_date="2026-01-01", timezone="Asia/Dha
 
 @pytest.fixture
 def ran(store: Store, dags_dir: Path) -> dict[str, int]:
-    """Both DAGs run once, at the same logical date: their run pks."""
+    """Each DAG runs once, at the same logical date: their run pks."""
     write_dag(dags_dir, "marked.py", MARKED)
     found = {}
-    for dag_id in ("parent", "child"):
-        run, tasks = run_once(store, dags_dir, dag_id, run_id=dag_id)
+    conf = {"by_param": {"day": "2026-01-01"}}
+    for dag_id in ("parent", "child", "by_param"):
+        run, tasks = run_once(store, dags_dir, dag_id, run_id=dag_id, conf=conf.get(dag_id))
         assert run.state == "success", {t: r.last_error for t, r in tasks.items()}
         found[dag_id] = run.id
     return found
@@ -78,3 +85,10 @@ def test_markers_fail_clearly_past_their_depth_or_to_an_unknown_dag(store: Store
         follow(store, "parent", {parent: {"deep"}})
     with pytest.raises(UsageError, match="names DAG 'nowhere', which is not known"):
         follow(store, "parent", {parent: {"lost"}})
+
+
+@pytest.mark.slow
+def test_a_marker_renders_with_its_runs_params_as_its_task_did(store: Store, ran):
+    assert follow(store, "by_param", {ran["by_param"]: {"mark"}}) == {
+        "child": ({ran["child"]: {"wait", "after"}}, 2)
+    }, "the run's conf overrides the param's default day, on which the child has no run"
