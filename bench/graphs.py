@@ -114,32 +114,17 @@ class Graph:
     def dates(self, runs: int) -> list[date]:
         return [self.start + timedelta(days=i) for i in range(runs)]
 
-    def write_dag_file(self, folder: Path) -> Path:
+    def write_dag_file(self, folder: Path, template: str = DAG_TEMPLATE) -> Path:
+        """The DAG's file in ``folder``: dagrun's own style, or ``AIRFLOW_TEMPLATE``'s."""
         folder.mkdir(parents=True, exist_ok=True)
         path = folder / f"{self.dag_id}.py"
         path.write_text(
-            DAG_TEMPLATE.format(
+            template.format(
                 title=self.title or self.dag_id,
                 upstream=json.dumps(self.upstream),
                 callable_source=self.callable_source(),
                 dag_id=self.dag_id,
                 start=self.start.isoformat(),
-                max_active_runs=self.max_active_runs,
-                callable_name=self.callable_name,
-            )
-        )
-        return path
-
-    def write_airflow_file(self, folder: Path) -> Path:
-        """The same DAG in Airflow's style (``AIRFLOW_TEMPLATE``)."""
-        folder.mkdir(parents=True, exist_ok=True)
-        path = folder / f"{self.dag_id}.py"
-        path.write_text(
-            AIRFLOW_TEMPLATE.format(
-                title=self.title or self.dag_id,
-                upstream=json.dumps(self.upstream),
-                callable_source=self.callable_source(),
-                dag_id=self.dag_id,
                 year=self.start.year,
                 month=self.start.month,
                 day=self.start.day,

@@ -323,7 +323,7 @@ def w3a(ctx: Context) -> dict:
         for i in range(files):
             graph = graphs.fan(f"dag_{i:03d}", width=8)
             graph.write_dag_file(folders[0] / "dags")
-            graph.write_airflow_file(folders[1] / "dags")
+            graph.write_dag_file(folders[1] / "dags", graphs.AIRFLOW_TEMPLATE)
         native.append(run_cli(folders[0], "dags", "list"))
         airflow.append(run_cli(folders[1], "dags", "list"))
     native_s = spread([m.seconds for m in native])

@@ -250,3 +250,25 @@ def most_at_once(spans) -> int:
         current += change
         most = max(most, current)
     return most
+
+
+def attempts_of(store, task_id: str) -> list[dict]:
+    """Every attempt row of ``task_id`` (of any DAG), oldest first."""
+    from sqlalchemy import select
+
+    from dagrun.store.schema import task_attempt
+
+    with store.read() as conn:
+        rows = conn.execute(
+            select(task_attempt)
+            .where(task_attempt.c.task_id == task_id)
+            .order_by(task_attempt.c.id)
+        )
+        return [dict(r) for r in rows.mappings()]
+
+
+def log_of(attempt: dict) -> str:
+    """An attempt's own range of the log segment its worker child wrote it into."""
+    from dagrun.store import logfiles
+
+    return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]

@@ -105,13 +105,9 @@ STATES = {
 
 
 @pytest.fixture
-def env(db_url: str, dags_dir: Path, tmp_path: Path) -> dict[str, str]:
+def env(db_url: str, dags_dir: Path, cli_env: dict[str, str]) -> dict[str, str]:
     write_dag(dags_dir, "paths.py", PATHS)
-    return {
-        "DAGRUN_DB_URL": db_url,
-        "DAGRUN_HOME": str(tmp_path / "home"),
-        "DAGRUN_DAGS_FOLDER": str(dags_dir),
-    }
+    return {**cli_env, "DAGRUN_DB_URL": db_url}
 
 
 def run_states(env: dict[str, str]) -> dict[str, dict[tuple[str, int], str]]:

@@ -6,7 +6,6 @@ groups, and ExternalTaskMarker followed by ``dagrun clear``, on SQLite and Postg
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 
@@ -448,18 +447,12 @@ def task_states(store: Store) -> dict[tuple[str, str], str]:
 
 
 @pytest.mark.slow
-def test_clearing_a_marker_clears_the_marked_tasks_downstream(
-    store, db_url, dags_dir, tmp_path: Path
-):
+def test_clearing_a_marker_clears_the_marked_tasks_downstream(store, db_url, dags_dir, cli_env):
     write_dag(dags_dir, "markers.py", MARKERS)
     for dag_id in ("parent", "child", "grandchild", "shallow"):
         run, tasks = run_once(store, dags_dir, dag_id, run_id=dag_id)
         assert run.state == "success", errors(tasks)
-    env = {
-        "DAGRUN_DB_URL": db_url,
-        "DAGRUN_DAGS_FOLDER": str(dags_dir),
-        "DAGRUN_HOME": str(tmp_path / "home"),
-    }
+    env = {**cli_env, "DAGRUN_DB_URL": db_url}
     before = task_states(store)
     day = ("--start", "2026-01-01", "--end", "2026-01-01", "-y")
     too_deep = run_cli("clear", "shallow", *day, env=env)

@@ -68,17 +68,14 @@ def reports(env: dict[str, str]) -> dict[str, tuple[str, int, str | None]]:
     return {str(d)[:10]: (state, tries, value) for d, state, tries, value in rows}
 
 
-def test_backfilling_the_upstream_fills_the_asset_scheduled_downstream(db_url, dags_dir, tmp_path):
+def test_backfilling_the_upstream_fills_the_asset_scheduled_downstream(
+    db_url, dags_dir, tmp_path, cli_env
+):
     total = tmp_path / "total"
     total.write_text("7")
     write_dag(dags_dir, "sales.py", UPSTREAM.format(total=str(total)))
     write_dag(dags_dir, "report.py", DOWNSTREAM)
-    env = {
-        "DAGRUN_DB_URL": db_url,
-        "DAGRUN_HOME": str(tmp_path / "home"),
-        "DAGRUN_DAGS_FOLDER": str(dags_dir),
-        "DAGRUN_DATA": str(tmp_path / "data"),
-    }
+    env = {**cli_env, "DAGRUN_DB_URL": db_url}
     Store(db_url).dispose()
     scheduler = start_cli(
         "scheduler", "--workers", "2", "--poll", "0.2", env=env, log=tmp_path / "s.log"
@@ -213,16 +210,13 @@ with DAG("orders_or_yearly", start_date="2030-01-01",
 """
 
 
-def test_an_airflow_style_outlet_triggers_the_dags_scheduled_on_it(db_url, dags_dir, tmp_path):
+def test_an_airflow_style_outlet_triggers_the_dags_scheduled_on_it(
+    db_url, dags_dir, tmp_path, cli_env
+):
     """Airflow's meaning: a list of its assets means all of them, any partition key; each
     event triggers a DAG once; ``|`` runs on either."""
     write_dag(dags_dir, "lake.py", AIRFLOW_STYLE)
-    env = {
-        "DAGRUN_DB_URL": db_url,
-        "DAGRUN_HOME": str(tmp_path / "home"),
-        "DAGRUN_DAGS_FOLDER": str(dags_dir),
-        "DAGRUN_DATA": str(tmp_path / "data"),
-    }
+    env = {**cli_env, "DAGRUN_DB_URL": db_url}
     Store(db_url).dispose()
 
     def runs_of(dag_id: str) -> list[tuple]:

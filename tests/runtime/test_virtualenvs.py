@@ -20,7 +20,6 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 import pytest
-from sqlalchemy import select
 
 from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.authoring.context_names import PORTABLE_CONTEXT_NAMES as PORTABLE
@@ -41,8 +40,15 @@ from dagrun.runtime.virtualenvs import (
     SerializationFailed,
 )
 from dagrun.store import logfiles
-from dagrun.store.schema import task_attempt
-from tests.helpers import attempt_request, process_gone, run_once, wait_until, write_dag
+from tests.helpers import (
+    attempt_request,
+    attempts_of,
+    log_of,
+    process_gone,
+    run_once,
+    wait_until,
+    write_dag,
+)
 
 FORK = multiprocessing.get_context("fork")
 HERE = sys.executable
@@ -427,20 +433,6 @@ def test_an_external_interpreter_that_is_not_there_is_a_clear_error(tmp_path):
 # ---------------------------------------------------------------- through a worker
 
 
-def attempts(store, task_id: str) -> list[dict]:
-    with store.read() as conn:
-        rows = conn.execute(
-            select(task_attempt)
-            .where(task_attempt.c.task_id == task_id)
-            .order_by(task_attempt.c.id)
-        )
-        return [dict(r) for r in rows.mappings()]
-
-
-def log_of(attempt: dict) -> str:
-    return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]
-
-
 @pytest.fixture
 def home(tmp_path, monkeypatch) -> Path:
     """``DAGRUN_HOME`` for the worker's children, whose environments go to its venvs/."""
@@ -496,8 +488,8 @@ def test_virtualenv_and_external_python_tasks_run_through_a_worker(store, dags_d
     value = json.loads(out.read_text())
     assert value["x"] == 22 and value["same_day"] is True
     assert Path(value["prefix"]).parent == home / "venvs"
-    assert f"running in {value['prefix']}" in log_of(attempts(store, "inside")[0])
-    [failed] = attempts(store, "fails")
+    assert f"running in {value['prefix']}" in log_of(attempts_of(store, "inside")[0])
+    [failed] = attempts_of(store, "fails")
     assert failed["outcome"] == "failed"
     assert failed["error"] == "KeyError: 'no key 22'"
     assert "raise KeyError(" in log_of(failed)
@@ -524,7 +516,7 @@ def test_a_timeout_kills_the_functions_process(store, dags_dir, tmp_path):
     )
     _, tasks = run_once(store, dags_dir, "hangs")
     assert tasks["hangs"].state == "failed"
-    assert attempts(store, "hangs")[0]["outcome"] == "timed_out"
+    assert attempts_of(store, "hangs")[0]["outcome"] == "timed_out"
     pid = int(pid_file.read_text())
     wait_until(lambda: process_gone(pid), timeout=10, what="the function's process to end")
 
@@ -567,7 +559,7 @@ def test_a_requirement_pip_cannot_find_fails_the_attempt_with_pips_last_lines(
     )
     _, tasks = run_once(sqlite_store, dags_dir, "missing")
     assert tasks["needs_it"].state == "failed"
-    [attempt] = attempts(sqlite_store, "needs_it")  # not retried
+    [attempt] = attempts_of(sqlite_store, "needs_it")  # not retried
     assert attempt["outcome"] == "non_retryable"
     assert attempt["error"].startswith(
         "RequirementNotFound: installing dagrun-no-such-package==0.0.1 failed (exited with code 1)"

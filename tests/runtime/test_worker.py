@@ -12,9 +12,11 @@ from sqlalchemy import select
 
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.runtime.worker import Worker, WorkerOptions
-from dagrun.store import dag_reads, logfiles, run_reads, task_reads
-from dagrun.store.schema import dag_run, task_attempt, task_instance
+from dagrun.store import dag_reads, run_reads, task_reads
+from dagrun.store.schema import dag_run, task_instance
 from tests.helpers import (
+    attempts_of,
+    log_of,
     queue_run,
     run_cli,
     run_once,
@@ -23,21 +25,6 @@ from tests.helpers import (
     wait_until,
     write_dag,
 )
-
-
-def attempts_of(store, task_id: str) -> list[dict]:
-    with store.read() as conn:
-        rows = conn.execute(
-            select(task_attempt)
-            .where(task_attempt.c.task_id == task_id)
-            .order_by(task_attempt.c.id)
-        )
-        return [dict(r) for r in rows.mappings()]
-
-
-def log_of(attempt: dict) -> str:
-    """An attempt's own range of the log segment its worker child wrote it into."""
-    return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]
 
 
 @pytest.mark.slow
