@@ -65,9 +65,11 @@ class DagFileError(DagrunError):
 class DagNotFound(UsageError, LookupError):
     """No DAG with this id was found in the dags folder."""
 
-    def __init__(self, dag_id: str):
-        super().__init__(f"unknown DAG '{dag_id}' (see `dagrun dags list`)")
+    def __init__(self, dag_id: str, folder: str | None = None):
+        where = f" in {folder}, the dags folder this store serves" if folder else ""
+        super().__init__(f"unknown DAG '{dag_id}'{where} (see `dagrun dags list`)")
         self.dag_id = dag_id
+        self.folder = folder
 
 
 class TaskNotFound(UsageError, LookupError):

@@ -158,12 +158,15 @@ def queue_run(store, dags_dir: Path, dag_id: str, run_id: str = "queued-run") ->
     return pk
 
 
-def start_cli(*args: str, env: dict[str, str], log: Path) -> subprocess.Popen:
+def start_cli(
+    *args: str, env: dict[str, str], log: Path, cwd: Path | None = None
+) -> subprocess.Popen:
     """Start ``dagrun ARGS`` in the background (own session), output to ``log``."""
     handle = open(log, "ab")  # noqa: SIM115 - the child keeps it
     return subprocess.Popen(
         dagrun_cmd(*args),
         env={**os.environ, **env},
+        cwd=cwd,
         stdout=handle,
         stderr=handle,
         start_new_session=True,
@@ -211,11 +214,11 @@ def table_counts(env: dict[str, str]) -> dict[str, int]:
     return {t: db_rows(env, f'SELECT count(*) FROM "{t}"')[0][0] for t in tables}
 
 
-def cli_json(*args: str, env: dict[str, str]):
+def cli_json(*args: str, env: dict[str, str], cwd: Path | None = None):
     """The JSON document a ``dagrun ... --json`` command prints (it must exit 0)."""
     import json
 
-    result = run_cli(*args, "--json", env=env, timeout=30)
+    result = run_cli(*args, "--json", env=env, cwd=cwd, timeout=30)
     assert result.returncode == 0, result.stdout + result.stderr
     return json.loads(result.stdout)
 

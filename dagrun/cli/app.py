@@ -61,26 +61,40 @@ class App:
         return self._store
 
     @property
-    def folder(self) -> str:
+    def asked_folder(self) -> str:
+        """The dags folder this command was given (``--dags-folder``, env, or ./dags)."""
         from dagrun.runtime.dag_sync import dags_folder
 
         return dags_folder(self.dags_folder)
 
+    @property
+    def folder(self) -> str:
+        """The dags folder the store serves, which may not be the one asked for."""
+        return self.sync().served or self.asked_folder
+
     def sync(self) -> SyncReport:
-        """Bring the registry up to date with the dags folder (changed files only)."""
+        """Bring the registry up to date with the store's dags folder (changed files only);
+        where that is not the folder asked for, say so once."""
         if self._synced is None:
             from dagrun.runtime.dag_sync import sync_dags
 
-            self._synced = sync_dags(self.store, self.folder)
+            self._synced = sync_dags(self.store, self.asked_folder)
+            if self._synced.folder and self._synced.folder.note:
+                click.echo(f"note: {self._synced.folder.note}", err=True)
         return self._synced
 
     def spec(self, dag_id: str) -> DagSpec:
-        """The DAG's spec after a sync of the dags folder (``DagNotFound`` if unknown)."""
+        """The DAG's spec after a sync of the dags folder; ``DagNotFound`` names the folder
+        the store serves, where the DAG's file would have to be."""
+        from dagrun.errors import DagNotFound
         from dagrun.store import dag_reads
 
         self.sync()
         with self.store.read() as conn:
-            return dag_reads.get_dag(conn, dag_id).spec
+            try:
+                return dag_reads.get_dag(conn, dag_id).spec
+            except DagNotFound as exc:
+                raise DagNotFound(dag_id, self.folder) from exc
 
     def close(self) -> None:
         if self._store is not None:

@@ -127,4 +127,25 @@ def _size(count: float) -> str:
     raise AssertionError("unreachable")
 
 
+@db.command("rebind-folder")
+@click.argument("path", type=click.Path(file_okay=False))
+@pass_app
+def rebind_folder(app: App, path: str) -> None:
+    """Move the store to the dags folder PATH (audited). A store serves the first folder
+    synced into it, so a command run from another directory never changes its DAGs; this
+    is how to move it on purpose. DAGs whose files are not in PATH leave the list (their
+    runs stay); PATH's DAGs come in.
+
+    \b
+      dagrun db rebind-folder /srv/pipelines/dags
+    """
+    from dagrun.runtime.dag_sync import rebind_folder as rebind
+
+    report = rebind(app.store, path)
+    click.echo(
+        f"this store now serves {report.served}: {len(report.parsed)} file(s) parsed, "
+        f"{len(report.removed)} removed"
+    )
+
+
 COMMANDS = [db]

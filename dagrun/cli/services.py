@@ -42,13 +42,8 @@ def scheduler(app: App, workers: int | None, poll: float) -> None:
     setup_logging(app.verbose)
     app.service_store()
     workers = os.cpu_count() or 2 if workers is None else workers
-    sched = Scheduler(app.store, app.folder)
-    log.info(
-        "scheduler started on %r, dags folder %s, %d embedded worker(s)",
-        app.store,
-        app.folder,
-        workers,
-    )
+    sched = Scheduler(app.store, app.asked_folder)
+    log.info("scheduler started on %r, %d embedded worker(s)", app.store, workers)
     if workers == 0:
         loop = SchedulerLoop(sched, poll)
         upkeep = UpkeepLoop(app.store, loop.fail, interval=_sweep_every(poll))

@@ -7,6 +7,12 @@ Cross-file rules (one file per dag_id) are checked here because no single import
 them. A file that breaks keeps its DAGs: they stay scheduled from their last good spec, run
 from the file's last good source, and show the import error beside them; deleting the file
 removes them.
+
+The folder belongs to the store: the first folder synced into a store is the one it serves
+(``choose_folder``). A command run from another directory, or with another
+``--dags-folder``, syncs the store's own folder instead (or nothing, where that folder is
+not on this host), so it can never empty or change the DAG list by looking elsewhere;
+``dagrun db rebind-folder`` moves a store on purpose.
 """
 
 from __future__ import annotations
@@ -16,11 +22,26 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from dagrun.errors import UsageError
 from dagrun.parsing import parser
 from dagrun.parsing.spec import DagSpec
-from dagrun.store import Store, dag_reads, registry, rendered
+from dagrun.store import Store, audit, dag_reads, registry, rendered
 
 DUPLICATE_PREFIX = "duplicate DAG id"
+
+
+@dataclass(frozen=True)
+class FolderChoice:
+    """Which folder a sync reads, given the one asked for and the one the store serves."""
+
+    #: The folder the store serves (or, for a store that serves none yet, the one asked for).
+    served: str
+    #: The folder to read now; None when the store's folder is not on this host.
+    read: str | None
+    #: Whether this sync makes ``read`` the store's folder (its first sync).
+    bind: bool
+    #: Said once on stderr when the folder asked for is not the one the store serves.
+    note: str | None = None
 
 
 @dataclass
@@ -30,6 +51,11 @@ class SyncReport:
     parsed: list[str] = field(default_factory=list)
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
+    folder: FolderChoice | None = None
+
+    @property
+    def served(self) -> str | None:
+        return self.folder.served if self.folder else None
 
 
 def dags_folder(value: str | os.PathLike | None = None) -> str:
@@ -40,11 +66,14 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
     """Parse what changed in ``folder`` and record DAGs and import errors in the store;
     every file when other code parsed the ones recorded (a dagrun upgrade: a file that
     failed may import now, an unchanged one may make a richer spec)."""
-    found = parser.discover(folder)
     code = rendered.fingerprint()
     with store.read() as conn:
         known = dag_reads.known_files(conn)
         stale = dag_reads.parsed_by(conn) != code
+        choice = choose_folder(folder, dag_reads.served_folder(conn), list(known))
+    if choice.read is None:
+        return SyncReport(unchanged=len(known), folder=choice)
+    found = parser.discover(choice.read)
     removed = [p for p in known if p not in found]
     changed = {
         p: h for p, h in found.items() if stale or p not in known or known[p].content_hash != h
@@ -53,9 +82,9 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         changed.update(_clashing_files(known, found))
         changed.update(_dependents(known, found, set(changed) | set(removed)))
     report = SyncReport(
-        parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed
+        parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed, folder=choice
     )
-    if not changed and not removed and not stale:
+    if not changed and not removed and not stale and not choice.bind:
         return report
     results = parser.parse_files(changed, timeout) if changed else {}
     owners = {
@@ -74,7 +103,55 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         registry.deactivate_missing(conn, set(owners))
         if stale:
             registry.set_parsed_by(conn, code)
+        if choice.bind:
+            registry.bind_folder(conn, choice.read)
     return report
+
+
+def choose_folder(asked: str, bound: str | None, known: list[str]) -> FolderChoice:
+    """The folder a sync reads. A store that serves a folder reads that one whatever was
+    asked (and nothing where it is not on this host). A store that serves none yet takes
+    the folder asked for, if it exists and holds every file the store knows (a store from
+    before folders were bound); one whose files lie elsewhere reads nothing until a
+    command runs from their folder."""
+    asked = os.path.abspath(asked)
+    if bound is None and all(_inside(p, asked) for p in known):
+        return FolderChoice(asked, asked, bind=os.path.isdir(asked))
+    if bound is None:  # files parsed before stores were bound to a folder
+        held = os.path.commonpath([os.path.dirname(p) for p in known])
+        note = (
+            f"this store's DAG files are in {held}, not in {asked}: run once from the dags "
+            f"folder that holds them, or {_MOVE}"
+        )
+        return FolderChoice(held, None, bind=False, note=note)
+    if not os.path.isdir(bound):
+        away = (
+            f"this store's dags folder {bound} is not on this host: "
+            f"showing the DAGs as last parsed ({_MOVE})"
+        )
+        return FolderChoice(bound, None, bind=False, note=away)
+    elsewhere = f"this store serves the DAGs of {bound}, not {asked}"
+    return FolderChoice(bound, bound, bind=False, note=None if asked == bound else elsewhere)
+
+
+_MOVE = "`dagrun db rebind-folder PATH` moves the store to another folder"
+
+
+def rebind_folder(store: Store, folder: str) -> SyncReport:
+    """Move the store to another dags folder, audited, and sync it: DAGs whose files are
+    not in the new folder go, the new folder's come (their runs stay, by DAG id)."""
+    folder = os.path.abspath(folder)
+    if not os.path.isdir(folder):
+        raise UsageError(f"no folder {folder}: give the dags folder the store should serve")
+    with store.write() as conn:
+        previous = dag_reads.served_folder(conn)
+        registry.bind_folder(conn, folder)
+        audit.record(store, conn, "rebind_folder", None, before=previous, after=folder)
+    return sync_dags(store, folder)
+
+
+def _inside(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
 
 
 def _parsed(

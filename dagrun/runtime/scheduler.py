@@ -25,7 +25,7 @@ from sqlalchemy import Connection
 
 from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
-from dagrun.runtime.dag_sync import sync_dags
+from dagrun.runtime.dag_sync import FolderChoice, sync_dags
 from dagrun.states import RunType
 from dagrun.store import (
     Store,
@@ -86,6 +86,7 @@ class Scheduler:
         self._last_parse = float("-inf")
         self._holds: dict[str, str] = {}
         self._warned_pools: set[str] = set()
+        self._folder_said: tuple[str, str | None] | None = None
         #: The asset event id every writer has settled (``asset_triggers.settled``).
         self._settled = 0
 
@@ -132,8 +133,19 @@ class Scheduler:
             return
         self._last_parse = time.monotonic()
         result = sync_dags(self.store, self.folder)
+        self._say_folder(result.folder)
         for path in result.parsed:
             log.info("parsed %s", path)
+
+    def _say_folder(self, choice: FolderChoice | None) -> None:
+        """Log the folder served, and why it is not the one asked for, when either changes
+        (a ``db rebind-folder`` while the scheduler runs, a share unmounted)."""
+        if choice is None or (choice.served, choice.note) == self._folder_said:
+            return
+        self._folder_said = (choice.served, choice.note)
+        log.info("dags folder %s", choice.served)
+        if choice.note:
+            log.warning("%s", choice.note)
 
     def _schedule_dag(self, dag_id: str, report: TickReport, settled: int) -> None:
         """Create, admit and start one DAG's runs; asset events are read up to ``settled``

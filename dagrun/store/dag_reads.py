@@ -88,18 +88,26 @@ def known_files(conn: Connection) -> dict[str, KnownFile]:
     }
 
 
-#: The ``dagrun_meta`` key of the fingerprint of the code that parsed the files recorded.
+#: The ``dagrun_meta`` keys of the fingerprint of the code that parsed the files recorded,
+#: and of the dags folder the store serves (the first one synced into it).
 PARSED_BY_KEY = "parsed_by"
-_PARSED_BY = Statement(
-    "The fingerprint of the code that parsed the files recorded (none before it was kept).",
-    select(meta.c.value).where(meta.c.key == PARSED_BY_KEY),
+SERVED_FOLDER_KEY = "dags_folder"
+_META_VALUE = Statement(
+    "One ``dagrun_meta`` value by its key (none before it was kept).",
+    select(meta.c.value).where(meta.c.key == _b("key")),
 )
 
 
 def parsed_by(conn: Connection) -> str | None:
     """Which code parsed the files recorded: files parsed by other code are parsed again
     (what a file makes, or why it fails, depends on dagrun's version as much as on it)."""
-    return sql.scalar(conn, _PARSED_BY)
+    return sql.scalar(conn, _META_VALUE, {"b_key": PARSED_BY_KEY})
+
+
+def served_folder(conn: Connection) -> str | None:
+    """The dags folder this store serves: commands run from elsewhere read it, never
+    replace it (``dagrun db rebind-folder`` moves it). None until a first sync binds one."""
+    return sql.scalar(conn, _META_VALUE, {"b_key": SERVED_FOLDER_KEY})
 
 
 def import_errors(conn: Connection) -> list[KnownFile]:

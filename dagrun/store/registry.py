@@ -64,8 +64,9 @@ UPSERT_DAG_CAP = Statement(
     "Record a DAG's max_active_tasks.",
     upsert(dag_cap, "dag_id", ("max_active_tasks",)),
 )
-SET_PARSED_BY = Statement(
-    "Record the fingerprint of the code that parsed the files the registry holds.",
+SET_META = Statement(
+    "Record a ``dagrun_meta`` value: the code that parsed the files the registry holds, "
+    "the dags folder the store serves.",
     upsert(meta, "key", ("value",)),
 )
 DELETE_DAG_CAPS = Statement(
@@ -204,4 +205,9 @@ class SpecCache:
 
 def set_parsed_by(conn: Connection, fingerprint: str) -> None:
     """Say which code parsed the files now recorded (``dag_reads.parsed_by``)."""
-    sql.execute(conn, SET_PARSED_BY, {"b_key": dag_reads.PARSED_BY_KEY, "b_value": fingerprint})
+    sql.execute(conn, SET_META, {"b_key": dag_reads.PARSED_BY_KEY, "b_value": fingerprint})
+
+
+def bind_folder(conn: Connection, folder: str) -> None:
+    """Make ``folder`` the dags folder the store serves (``dag_reads.served_folder``)."""
+    sql.execute(conn, SET_META, {"b_key": dag_reads.SERVED_FOLDER_KEY, "b_value": folder})

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from dagrun.errors import DagNotFound
-from dagrun.runtime.dag_sync import sync_dags
-from dagrun.store import Store, dag_reads, registry
+from dagrun.errors import DagNotFound, UsageError
+from dagrun.runtime.dag_sync import choose_folder, rebind_folder, sync_dags
+from dagrun.store import Store, audit, dag_reads, registry
 from tests.helpers import write_dag
 
 
@@ -391,3 +391,98 @@ def test_a_files_warnings_are_kept_from_its_last_parse(store: Store, dags_dir: P
     path.unlink()
     sync(store, dags_dir)
     assert warnings(store) == {}
+
+
+# ------------------------------------------------------------ the folder the store serves
+
+
+def served(store: Store) -> str | None:
+    with store.read() as conn:
+        return dag_reads.served_folder(conn)
+
+
+def test_the_first_folder_synced_is_the_one_the_store_serves(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "a.py", simple_dag("a"))
+    sync(store, dags_dir)
+    assert served(store) == str(dags_dir)
+
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    report = sync(store, elsewhere)
+
+    assert report.served == str(dags_dir)
+    assert report.removed == []
+    assert f"serves the DAGs of {dags_dir}, not {elsewhere}" in report.folder.note
+    assert active(store) == {"a": str(dags_dir / "a.py")}
+
+
+def test_a_sync_from_elsewhere_still_reads_the_store_folder(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "a.py", simple_dag("a"))
+    sync(store, dags_dir)
+    write_dag(dags_dir, "b.py", simple_dag("b"))
+
+    report = sync(store, tmp_path / "no-dags-here")
+
+    assert report.parsed == [str(dags_dir / "b.py")]
+    assert set(active(store)) == {"a", "b"}
+
+
+def test_a_store_folder_missing_on_this_host_keeps_its_dags(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "a.py", simple_dag("a"))
+    sync(store, dags_dir)
+    moved = tmp_path / "unmounted"
+    dags_dir.rename(moved)
+
+    report = sync(store, dags_dir)
+
+    assert "is not on this host" in report.folder.note
+    assert report.removed == []
+    assert set(active(store)) == {"a"}
+
+
+def test_a_folder_that_does_not_exist_is_not_bound(store, tmp_path, dags_dir):
+    sync(store, tmp_path / "missing")
+    assert served(store) is None
+    write_dag(dags_dir, "a.py", simple_dag("a"))
+    sync(store, dags_dir)
+    assert served(store) == str(dags_dir)
+
+
+def test_rebind_moves_the_store_and_is_audited(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "a.py", simple_dag("a"))
+    sync(store, dags_dir)
+    other = tmp_path / "other"
+    other.mkdir()
+    write_dag(other, "b.py", simple_dag("b"))
+
+    report = rebind_folder(store, str(other))
+
+    assert report.served == str(other)
+    assert set(active(store)) == {"b"}
+    with store.read() as conn:
+        entry = audit.entries(conn, limit=1)[0]
+    assert entry.action == "rebind_folder"
+    assert entry.detail == {"before": str(dags_dir), "after": str(other)}
+
+
+def test_rebind_to_a_missing_folder_is_bad_input(store, dags_dir, tmp_path):
+    write_dag(dags_dir, "a.py", simple_dag("a"))
+    sync(store, dags_dir)
+    with pytest.raises(UsageError, match="no folder"):
+        rebind_folder(store, str(tmp_path / "nope"))
+    assert served(store) == str(dags_dir)
+
+
+@pytest.mark.parametrize(
+    ("bound", "known", "asked", "expect"),
+    [
+        (None, [], "/p/dags", ("/p/dags", "/p/dags")),
+        (None, ["/p/dags/x.py", "/p/dags/s/y.py"], "/p/dags", ("/p/dags", "/p/dags")),
+        (None, ["/p/dags/s/y.py"], "/tmp/dags", ("/p/dags/s", None)),
+    ],
+)
+def test_choose_folder_for_a_store_without_one(bound, known, asked, expect, monkeypatch):
+    monkeypatch.setattr("os.path.isdir", lambda p: True)
+    choice = choose_folder(asked, bound, known)
+    assert (choice.served, choice.read) == expect
+    assert choice.bind == (choice.read is not None)
