@@ -23,14 +23,20 @@ from typing import Any
 from dagrun.authoring import mapping
 from dagrun.authoring.dag import DAG
 from dagrun.authoring.tasks import BashTask, PythonTask, Task, TaskOutput
-from dagrun.errors import NonRetryableError, SkipTask, StoreError
+from dagrun.errors import DagrunError, NonRetryableError, SkipTask, StoreError
 from dagrun.parsing.loader import import_file, isolated
 from dagrun.runtime import masking
 from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
 from dagrun.runtime.context import TaskContext, make_context
 from dagrun.runtime.current import set_current
 from dagrun.runtime.rendering import with_params
-from dagrun.runtime.task_calls import ConditionUnmet, run_bash, run_python, sense
+from dagrun.runtime.task_calls import (
+    CommandFailed,
+    ConditionUnmet,
+    run_bash,
+    run_python,
+    sense,
+)
 from dagrun.runtime.task_instance import encode
 from dagrun.states import AttemptOutcome
 from dagrun.store.logfiles import LogRange
@@ -251,10 +257,10 @@ def _run_logged(
         note("INFO", f"skipped: {skip}" if str(skip) else "skipped")
         return AttemptResult(AttemptOutcome.SKIPPED, one_line(skip))
     except NonRetryableError as exc:
-        note("ERROR", f"non-retryable failure:\n{traceback.format_exc()}")
+        note("ERROR", f"non-retryable failure:{_failure_text(exc)}")
         return AttemptResult(AttemptOutcome.NON_RETRYABLE, one_line(exc))
     except BaseException as exc:  # a task may raise anything; only its attempt fails
-        note("ERROR", f"failed:\n{traceback.format_exc()}")
+        note("ERROR", f"failed:{_failure_text(exc)}")
         return AttemptResult(AttemptOutcome.FAILED, one_line(exc))
     note("INFO", "success")
     return AttemptResult(AttemptOutcome.SUCCESS, return_value=encoded)
@@ -336,10 +342,31 @@ def _push_each(value: Any, context: TaskContext) -> None:
         context.ti.xcom_push(key, item)
 
 
+#: Where dagrun's own modules are: their frames before the task's code are not the task's.
+_OWN_CODE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _failure_text(exc: BaseException) -> str:
+    """How the log tells what ended an attempt: the traceback from the first frame of the
+    task's own code (dagrun's frames that called it say nothing about the task); one line
+    for an error dagrun raised on purpose before any code of the task ran (a command's
+    exit code, a function that failed in another Python, whose traceback is already in
+    the log). A failure of dagrun's own code keeps its whole traceback."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame.f_code.co_filename.startswith(_OWN_CODE):
+        tb = tb.tb_next
+    if tb is None and isinstance(exc, DagrunError):
+        return " " + one_line(exc)
+    shown = traceback.format_exception(type(exc), exc, tb or exc.__traceback__)
+    return "\n" + "".join(shown)
+
+
 def one_line(exc: BaseException) -> str:
     """An exception as one line: its type and the first line of its message. An exception
     raised in another interpreter (``virtualenvs.FunctionFailed``) gives the type it had
-    there, its ``remote_type``."""
+    there, its ``remote_type``; a failed command says all in its message."""
+    if isinstance(exc, CommandFailed):
+        return str(exc)
     text = str(exc).strip()
     first = text.splitlines()[0] if text else ""
     name = getattr(exc, "remote_type", None) or type(exc).__name__

@@ -24,11 +24,20 @@ from dagrun.authoring.context_names import TEMPLATES_DICT
 from dagrun.authoring.params import ParamRef
 from dagrun.authoring.sensor_options import PokeReturnValue, SensorMode, SensorSpec
 from dagrun.authoring.tasks import KWARGS, BashTask, PythonTask, TaskOutput, named
-from dagrun.errors import SkipTask
+from dagrun.errors import DagrunError, SkipTask
 from dagrun.runtime import commands, masking, virtualenvs
 from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import set_current
 from dagrun.runtime.rendering import render_with, with_params
+
+
+class CommandFailed(DagrunError, RuntimeError):
+    """A task's shell command exited with a code that fails it; carries the code. Its
+    message is the whole story: the attempt's error and the last line of its log."""
+
+    def __init__(self, code: int | None):
+        super().__init__(f"bash command {processes.describe_exit(code)}")
+        self.code = code
 
 
 class ConditionUnmet(Exception):
@@ -227,5 +236,5 @@ def run_shell(
     if code in skip_on_exit_code:
         raise SkipTask(f"command exited with {code} (skip_on_exit_code)")
     if code != 0:
-        raise RuntimeError(f"command {processes.describe_exit(code)}")
+        raise CommandFailed(code)
     return tail.last_line(last_line_encoding or "utf-8") if tail is not None else None

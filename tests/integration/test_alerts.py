@@ -234,7 +234,7 @@ def test_a_webhook_and_a_command_notify_of_a_failure(cli_env, dags_dir, tmp_path
         "logical_date": body["logical_date"],
         "try_number": 1,
         "state": "failed",
-        "error": "RuntimeError: command exited with code 4",
+        "error": "bash command exited with code 4",
         "url": "http://web:8080/dags/notified/runs/r1/tasks/fails/tries/1/log",
     }
     assert out.read_text() == "notified fails task_failure\n"

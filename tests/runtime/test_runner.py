@@ -369,3 +369,44 @@ def run_in_child(path: Path, logs: Path, reported: Path) -> None:
     fine = execute(request(path, "fine", logs), cache)
     reported.write_text(json.dumps(dataclasses.asdict(fine.log)))
     execute(request(path, "segfaults", logs), cache)
+
+
+FAILING = """
+    import json
+    from dagrun import DAG, BashTask, task
+
+    with DAG("rt", schedule=None):
+        BashTask("exits", command="echo before; exit 3")
+
+        @task
+        def raises():
+            def parse(text):
+                return json.loads(text)
+            parse("{nope")
+
+        raises()
+"""
+
+
+def test_a_failed_command_ends_its_log_with_one_line_and_no_traceback(dags_dir, tmp_path):
+    path = write_dag(dags_dir, "failing.py", FAILING)
+    result = execute(request(path, "exits", tmp_path), DagCache())
+    assert result.outcome == AttemptOutcome.FAILED
+    assert result.error == "bash command exited with code 3"
+    text = log_text(result)
+    assert "Traceback" not in text and "dagrun" + os.sep not in text
+    last = text.splitlines()[-1]
+    assert last.endswith("ERROR dagrun.task: failed: bash command exited with code 3")
+
+
+def test_a_raising_python_task_logs_its_own_frames_not_dagruns(dags_dir, tmp_path):
+    path = write_dag(dags_dir, "failing.py", FAILING)
+    result = execute(request(path, "raises", tmp_path), DagCache())
+    assert result.error.startswith("JSONDecodeError: Expecting property name")
+    text = log_text(result)
+    trace = text[text.index("Traceback") :]
+    frames = [line for line in trace.splitlines() if line.startswith('  File "')]
+    assert f'"{path}", line 11, in raises' in frames[0]
+    assert f'"{path}", line 10, in parse' in frames[1]
+    assert "json" + os.sep in frames[-1]  # the library's frames the task's code called stay
+    assert not any("dagrun" + os.sep in frame for frame in frames)
