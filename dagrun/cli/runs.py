@@ -229,8 +229,9 @@ def runs_cancel(app: App, dag_id: str, run_id: str | None, date_: str | None) ->
 )
 @pass_app
 def runs_mark(app: App, dag_id: str, run_id: str | None, date_: str | None, state: str) -> None:
-    """Set a run's state by hand: its unfinished tasks take that state (skipped for
-    unstarted ones when failed), running attempts are stopped."""
+    """Set a run's state by hand, as Airflow's mark success / mark failed: success makes
+    every unfinished or failed task succeed; failed fails the running tasks and the sensors
+    between pokes and skips the tasks not started. Running attempts are stopped."""
     wanted, reason = RunState(state), f"run marked {state} by hand"
 
     def mark(

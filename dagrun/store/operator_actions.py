@@ -7,16 +7,18 @@ never interleave. A running task instance changed by hand loses its lease at onc
 sees that within a second (``LeaseKeeper``) and stops the attempt's processes, and anything
 the attempt reports afterwards is stale, rejected by its fence like any lost lease.
 
-Downstream readiness follows a mark: the tasks downstream of a marked task that were
-``upstream_failed`` or ``skipped`` are decided again by their trigger rules, so marking a
-failed upstream ``success`` lets its downstream run; a finished run reopens for that (it
-waits for a slot, as a cleared run does). The statements are in ``statements.py``, the
-reads they decide from in ``run_reads``.
+Downstream readiness follows a mark: the tasks downstream of a marked task that readiness
+made ``upstream_failed`` or ``skipped`` are decided again by their trigger rules, so marking
+a failed upstream ``success`` lets its downstream run; a finished run reopens for that (it
+waits for a slot, as a cleared run does). A state set by hand stays until an operator marks
+or clears that task again: each carries its reason as its note, which readiness's own
+decisions never have (``statements.REEVALUATE_TASKS``). The statements are in
+``statements.py``, the reads they decide from in ``run_reads``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,18 +35,39 @@ from dagrun.store.runs import advance_runs, ensure_task_instances
 
 #: Task states a hand change may overwrite without stopping anything.
 _NOT_RUNNING = [s.value for s in TaskState if s != TaskState.RUNNING]
-#: Unfinished task instances that hold no attempt (for a run ended by hand): waiting to
-#: start, for a retry, or (a sensor) for its next poke.
-_UNSTARTED = [
-    s.value
-    for s in (
-        TaskState.NONE,
-        TaskState.QUEUED,
-        TaskState.UP_FOR_RETRY,
-        TaskState.UP_FOR_RESCHEDULE,
-    )
-]
+#: Unfinished task instances waiting to start, or to start again for a retry.
+_NOT_STARTED = [s.value for s in (TaskState.NONE, TaskState.QUEUED, TaskState.UP_FOR_RETRY)]
+#: Unfinished task instances that hold no attempt: those, and sensors between pokes.
+_IDLE = [*_NOT_STARTED, TaskState.UP_FOR_RESCHEDULE.value]
 _FINISHED_RUN = frozenset({RunState.SUCCESS.value, RunState.FAILED.value})
+
+
+@dataclass(frozen=True)
+class _Ending:
+    """What ending a run by hand does to its task instances: the state its running ones
+    take as they are stopped, and the states it sets, each from the states listed."""
+
+    running: TaskState
+    sets: tuple[tuple[TaskState, list[str]], ...]
+
+
+#: Airflow's mark success: every task not succeeded or skipped succeeds, failed ones too,
+#: so a successful run shows no failed task.
+_MARK_SUCCESS = _Ending(
+    TaskState.SUCCESS,
+    ((TaskState.SUCCESS, [*_IDLE, TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value]),),
+)
+#: Airflow's mark failed: what runs, or waits between pokes, fails; what has not started
+#: is skipped; finished tasks keep their state.
+_MARK_FAILED = _Ending(
+    TaskState.FAILED,
+    (
+        (TaskState.FAILED, [TaskState.UP_FOR_RESCHEDULE.value]),
+        (TaskState.SKIPPED, _NOT_STARTED),
+    ),
+)
+#: A cancel (or a run's timeout) stops what runs and skips everything else unfinished.
+_CANCEL = _Ending(TaskState.FAILED, ((TaskState.SKIPPED, _IDLE),))
 
 
 @dataclass(frozen=True)
@@ -74,7 +97,7 @@ def cancel_run(conn: Connection, spec: DagSpec, run_pk: int, now: datetime) -> C
     before = _lock_run(conn, run_pk)
     if before.value in _FINISHED_RUN:
         return Change(before, before)
-    return _end_run(conn, spec, run_pk, before, RunState.FAILED, "cancelled", now)
+    return _end_run(conn, spec, run_pk, before, RunState.FAILED, _CANCEL, "cancelled", now)
 
 
 def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
@@ -91,7 +114,7 @@ def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
     ended = 0
     for run_pk in late:
         if _lock_run(conn, run_pk) == RunState.RUNNING:
-            _end_run(conn, spec, run_pk, RunState.RUNNING, RunState.FAILED, reason, now)
+            _end_run(conn, spec, run_pk, RunState.RUNNING, RunState.FAILED, _CANCEL, reason, now)
             callbacks.enqueue_run_event(conn, spec, run_pk, CallbackEvent.RUN_FAILURE, reason, now)
             ended += 1
     return ended
@@ -100,16 +123,15 @@ def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
 def mark_run(
     conn: Connection, spec: DagSpec, run_pk: int, state: RunState, reason: str, now: datetime
 ) -> Change:
-    """Set a run's state by hand (Airflow's mark success / mark failed). An unfinished run
-    ends so: its running attempts are stopped with ``reason``, and its unfinished tasks take
-    the state (``skipped`` for unstarted ones when it is ``failed``). A finished run only
-    changes its own state."""
+    """Set a run's state by hand, as Airflow's mark success / mark failed do: ``success``
+    stops its running attempts and makes every task that is unfinished or failed succeed;
+    ``failed`` stops its running attempts and fails them and the sensors between pokes, and
+    skips the tasks not started. Either way finished tasks of the other kinds keep their
+    state, and each task it sets has ``reason`` as its note (a state set by hand, which
+    readiness never overwrites)."""
     before = _lock_run(conn, run_pk)
-    if before.value not in _FINISHED_RUN:
-        return _end_run(conn, spec, run_pk, before, state, reason, now)
-    if before != state:
-        _set_run_state(conn, run_pk, before, state, now)
-    return Change(before, state)
+    ending = _MARK_SUCCESS if state == RunState.SUCCESS else _MARK_FAILED
+    return _end_run(conn, spec, run_pk, before, state, ending, reason, now)
 
 
 def mark_tasks(
@@ -162,6 +184,10 @@ def clear_runs(
     clearing a setup its teardowns (``scopes.with_setups_and_teardowns``), so the work
     runs again with its resource made again and torn down after.
 
+    Tries count on across clears and each clear adds the task's tries to its most (as
+    Airflow raises ``max_tries`` by the retries): a task of one retry that failed twice
+    runs try 3 of 4 after a clear.
+
     Running instances are left alone (they finish or are reaped first). A finished run goes
     back to waiting for a slot; an active one re-evaluates at once. Returns (runs, tasks).
     """
@@ -169,14 +195,23 @@ def clear_runs(
     statement = q.CLEAR_TASKS if map_index is None else q.CLEAR_TASK_INDEX
     for run_pk, task_ids in sorted(selection.items()):
         ensure_task_instances(conn, spec, [run_pk])
-        chosen = sorted(
-            spec.task_map if task_ids is None else with_setups_and_teardowns(spec, task_ids)
-        )
-        params = {"b_run_pk": run_pk, "b_task_ids": chosen, **_index(map_index)}
-        cleared_tasks += sql.execute(conn, statement, params).rowcount
+        chosen = spec.task_map if task_ids is None else with_setups_and_teardowns(spec, task_ids)
+        for tries, same in _by_tries(spec, chosen).items():
+            params = {"b_run_pk": run_pk, "b_task_ids": same, "b_tries": tries}
+            cleared_tasks += sql.execute(conn, statement, {**params, **_index(map_index)}).rowcount
         sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})
         advance_runs(conn, {run_pk: spec}, now)
     return len(selection), cleared_tasks
+
+
+def _by_tries(spec: DagSpec, task_ids: Iterable[str]) -> dict[int, list[str]]:
+    """The tasks grouped by how many tries a clear gives each: its retries + 1 (one for an
+    old run's task since removed from the DAG)."""
+    grouped: dict[int, list[str]] = {}
+    for task_id in sorted(task_ids):
+        task = spec.task_map.get(task_id)
+        grouped.setdefault(task.max_tries if task else 1, []).append(task_id)
+    return grouped
 
 
 def _lock_run(conn: Connection, run_pk: int) -> RunState:
@@ -197,25 +232,23 @@ def _end_run(
     run_pk: int,
     before: RunState,
     state: RunState,
+    ending: _Ending,
     reason: str,
     now: datetime,
 ) -> Change:
-    """End an unfinished run in ``state``: running tasks stopped, unstarted ones set."""
+    """End a run in ``state`` by hand: its task instances stopped and set as ``ending``
+    says, with ``reason``."""
     ensure_task_instances(conn, spec, [run_pk])
     every = sorted(spec.task_map)
-    task_state = TaskState.SUCCESS if state == RunState.SUCCESS else TaskState.FAILED
-    stopped = _stop(conn, run_pk, every, task_state, reason, now)
-    unstarted = TaskState.SUCCESS if state == RunState.SUCCESS else TaskState.SKIPPED
-    params = {
-        "b_run_pk": run_pk,
-        "b_task_ids": every,
-        "b_from": _UNSTARTED,
-        "b_now": now,
-        "b_error": reason,
-    }
-    tasks = sql.execute(conn, q.MARK_TASKS, {**params, "b_state": unstarted.value}).rowcount
-    _set_run_state(conn, run_pk, before, state, now)
-    return Change(before, state, stopped, stopped + tasks)
+    stopped = _stop(conn, run_pk, every, ending.running, reason, now)
+    params = {"b_run_pk": run_pk, "b_task_ids": every, "b_now": now, "b_error": reason}
+    tasks = stopped
+    for task_state, sources in ending.sets:
+        changed = {**params, "b_state": task_state.value, "b_from": sources}
+        tasks += sql.execute(conn, q.MARK_TASKS, changed).rowcount
+    if before != state:
+        _set_run_state(conn, run_pk, before, state, now)
+    return Change(before, state, stopped, tasks)
 
 
 def _stop(

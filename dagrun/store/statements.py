@@ -42,7 +42,7 @@ complete, release), ``pools`` (claims within the limits), ``upkeep`` (requeue, r
 
 from __future__ import annotations
 
-from sqlalchemy import and_, bindparam, func, insert, literal, select, text, update
+from sqlalchemy import Integer, and_, bindparam, func, insert, literal, select, text, update
 
 from dagrun.states import CallbackState, RunState, TaskState
 from dagrun.store.engine import WORK_CHANNEL
@@ -591,6 +591,7 @@ def _clear_tasks(indexed: bool):
         .where(*_chosen_tasks(indexed), ti.c.state != TaskState.RUNNING.value)
         .values(
             state=TaskState.NONE.value,
+            max_tries=ti.c.try_number + _b("tries", type_=Integer),
             failures=0,
             infra_failures=0,
             next_try_at=None,
@@ -606,7 +607,8 @@ def _clear_tasks(indexed: bool):
 
 CLEAR_TASKS = Statement(
     "Reset a run's chosen task instances (not running ones) to none so they run again (a "
-    "sensor's timeout counts from its next first poke).",
+    "sensor's timeout counts from its next first poke), its most tries now the tries made "
+    "and ``b_tries`` more: try numbers count on across clears, as in Airflow.",
     _clear_tasks(indexed=False),
 )
 CLEAR_TASK_INDEX = Statement(
@@ -650,24 +652,36 @@ def _mark_tasks(indexed: bool):
     return (
         update(ti)
         .where(*_chosen_tasks(indexed), ti.c.state.in_(_many("from")))
-        .values(state=_b("state"), next_try_at=None, end_date=_b("now"), last_error=_b("error"))
+        .values(
+            state=_b("state"),
+            next_try_at=None,
+            start_date=None,
+            end_date=_b("now"),
+            duration=None,
+            last_error=_b("error"),
+        )
     )
 
 
 MARK_TASKS = Statement(
     "A state set by hand on a run's chosen task instances that are not running (those are "
-    "stopped first, STOP_TASKS), from the states ``b_from``.",
+    "stopped first, STOP_TASKS), from the states ``b_from``, with the reason as its note. No "
+    "try reached that state, so it has no start or duration (its tries keep theirs in the "
+    "attempt history).",
     _mark_tasks(indexed=False),
 )
 MARK_TASK_INDEX = Statement("MARK_TASKS for one index of mapped tasks.", _mark_tasks(indexed=True))
 REEVALUATE_TASKS = Statement(
-    "upstream_failed or skipped -> none for tasks downstream of a mark, so the trigger rules "
-    "decide them again.",
+    "upstream_failed or skipped -> none for tasks downstream of a mark whose state readiness "
+    "decided, so the trigger rules decide them again. Readiness writes no note "
+    "(END_WAITING_TASK, DROP_INDEXES); a state set by hand has its reason, a task that "
+    "skipped itself its own: those stay until an operator changes them.",
     update(ti)
     .where(
         ti.c.run_pk == _b("run_pk"),
         ti.c.task_id.in_(_many("task_ids")),
         ti.c.state.in_([TaskState.UPSTREAM_FAILED.value, TaskState.SKIPPED.value]),
+        ti.c.last_error.is_(None),
     )
     .values(state=TaskState.NONE.value, end_date=None),
 )

@@ -479,6 +479,11 @@ def test_mark_a_failed_run_success(cli_env, flag, store):
     marked = ok("runs", "mark", "chain", "K", "--state", "success", env=cli_env)
     assert "success" in marked.stdout
     assert run_state(store, "chain", "K") == "success"
+    tasks = task_rows(store, "chain", "K")
+    assert {t: (r["state"], r["last_error"]) for t, r in tasks.items()} == {
+        "up": ("success", "run marked success by hand"),
+        "down": ("success", "run marked success by hand"),
+    }, "a successful run shows no failed task"
     assert cli_json("runs", "list", "chain", "--state", "success", env=cli_env)[0]["run_id"] == "K"
     again = ok("runs", "mark", "chain", "K", "--state", "success", env=cli_env)
     assert "nothing changed" in again.stdout

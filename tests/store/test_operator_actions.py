@@ -5,8 +5,23 @@ from __future__ import annotations
 
 from datetime import timedelta
 
+from sqlalchemy import update
+
+from dagrun import DAG, BashTask
+from dagrun.parsing.loader import build_spec
+from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState, RunType, TaskState
-from dagrun.store import Store, attempts, audit, operator_actions, run_reads, runs, upkeep
+from dagrun.store import (
+    Store,
+    attempts,
+    audit,
+    operator_actions,
+    run_reads,
+    runs,
+    task_reads,
+    upkeep,
+)
+from dagrun.store.schema import task_instance
 from dagrun.timing.timetable import DataInterval
 from tests.store.test_store import (
     OWNER,
@@ -254,3 +269,186 @@ def test_a_run_past_its_dagrun_timeout_fails_with_its_attempts_stopped(store: St
     assert attempt.outcome == "failed" and "dagrun_timeout" in attempt.error
     with store.write() as conn:
         assert operator_actions.time_out_runs(conn, spec, now + timedelta(hours=1)) == 0
+
+
+def fork_spec() -> DagSpec:
+    """prep >> [left >> left_spill, right], daily from 2026-01-01 UTC."""
+    with DAG("fork", schedule="@daily", start_date="2026-01-01") as dag:
+        prep, left, spill, right = (
+            BashTask(name, command="echo") for name in ("prep", "left", "left_spill", "right")
+        )
+        prep >> [left, right]
+        left >> spill
+    return build_spec(dag, "/d/fork.py")
+
+
+def run_through(store: Store, spec: DagSpec, failing: frozenset[str] = frozenset()) -> None:
+    """Claim and complete until nothing is queued: the ``failing`` tasks fail for good."""
+    while True:
+        claimed, _ = claim(store)
+        if not claimed:
+            return
+        for c in claimed:
+            result = (
+                AttemptOutcome.NON_RETRYABLE if c.task_id in failing else AttemptOutcome.SUCCESS
+            )
+            complete(
+                store, spec, outcome(c, result, error="boom" if c.task_id in failing else None)
+            )
+
+
+def mark(store: Store, spec: DagSpec, pk: int, task_ids: set[str], state: TaskState):
+    reason = f"marked {state} by hand"
+    return change(store, operator_actions.mark_tasks, spec, pk, task_ids, state, reason)
+
+
+def test_a_state_set_by_hand_stays_when_an_upstream_is_marked_later(store: Store):
+    """The issue's run: left --downstream success, right skipped, then prep failed; right
+    stays skipped with its note (it went back to none), and so do left and left_spill."""
+    spec = fork_spec()
+    [pk] = start(store, spec, 1, 1)
+    run_through(store, spec, failing=frozenset({"left"}))
+    assert ti_states(store, pk) == {
+        "prep": "success",
+        "left": "failed",
+        "left_spill": "upstream_failed",
+        "right": "success",
+    }
+    mark(store, spec, pk, spec.descendants({"left"}), TaskState.SUCCESS)
+    mark(store, spec, pk, {"right"}, TaskState.SKIPPED)
+    done = mark(store, spec, pk, {"prep"}, TaskState.FAILED)
+    assert ti_states(store, pk) == {
+        "prep": "failed",
+        "left": "success",
+        "left_spill": "success",
+        "right": "skipped",
+    }
+    assert ti_row(store, pk, "right").last_error == "marked skipped by hand"
+    assert (done.after, done.reopened) == (RunState.FAILED, False)
+    assert run_state(store, pk) == "failed"
+
+
+def test_a_hand_mark_stays_under_downstream_readiness_of_a_running_run(store: Store):
+    """Marking a task whose downstream was skipped by hand decides only what readiness
+    decided: the hand-skipped task is not run, the rest follow their rules."""
+    spec = fork_spec()
+    [pk] = start(store, spec, 1, 1)
+    [prep], _ = claim(store)
+    mark(store, spec, pk, {"right"}, TaskState.SKIPPED)
+    complete(store, spec, outcome(prep, AttemptOutcome.NON_RETRYABLE, error="boom"))
+    assert ti_states(store, pk)["left"] == "upstream_failed"
+    done = mark(store, spec, pk, {"prep"}, TaskState.SUCCESS)
+    assert done.reopened
+    assert ti_states(store, pk) == {
+        "prep": "success",
+        "left": "none",
+        "left_spill": "none",
+        "right": "skipped",
+    }
+
+
+def test_marking_or_clearing_the_task_itself_changes_a_hand_mark(store: Store):
+    spec = fork_spec()
+    [pk] = start(store, spec, 1, 1)
+    run_through(store, spec)
+    mark(store, spec, pk, {"right"}, TaskState.SKIPPED)
+    mark(store, spec, pk, {"prep"}, TaskState.FAILED)
+    mark(store, spec, pk, spec.descendants({"prep"}), TaskState.SUCCESS)
+    assert set(ti_states(store, pk).values()) == {"success"}
+    mark(store, spec, pk, {"right"}, TaskState.SKIPPED)
+    with store.write() as conn:
+        operator_actions.clear_runs(conn, spec, {pk: {"right"}}, store.now(conn))
+    assert ti_states(store, pk)["right"] == "none"
+    assert ti_row(store, pk, "right").last_error is None
+
+
+def test_mark_run_success_makes_failed_and_unfinished_tasks_success_by_hand(store: Store):
+    """Airflow's mark success: a failed run marked success has no failed task left; the
+    tasks it set carry the note, and a task that skipped stays skipped."""
+    spec = fork_spec()
+    [pk] = start(store, spec, 1, 1)
+    run_through(store, spec, failing=frozenset({"left"}))
+    reason = "run marked success by hand"
+    done = change(store, operator_actions.mark_run, spec, pk, RunState.SUCCESS, reason)
+    assert (done.before, done.after, done.tasks) == (RunState.FAILED, RunState.SUCCESS, 2)
+    assert set(ti_states(store, pk).values()) == {"success"}
+    assert ti_row(store, pk, "left").last_error == reason
+    assert ti_row(store, pk, "right").last_error is None, "what ran keeps its own record"
+
+
+def test_mark_run_success_of_an_unfinished_run_ends_every_task_successfully(store: Store):
+    spec = fork_spec()
+    [pk] = start(store, spec, 1, 1)
+    [prep], _ = claim(store)
+    complete(store, spec, outcome(prep))
+    [_, right], _ = claim(store)
+    complete(store, spec, outcome(right, AttemptOutcome.NON_RETRYABLE, error="boom"))
+    assert run_state(store, pk) == "running"
+    done = change(store, operator_actions.mark_run, spec, pk, RunState.SUCCESS, "by hand")
+    assert (done.after, done.stopped, done.tasks) == (RunState.SUCCESS, 1, 3)
+    assert set(ti_states(store, pk).values()) == {"success"}
+
+
+def test_mark_run_failed_fails_what_runs_and_waits_on_a_poke_and_skips_the_rest(store: Store):
+    """Airflow's mark failed: running tasks and sensors between pokes fail, tasks not
+    started are skipped, finished ones keep their state."""
+    spec = fork_spec()
+    [pk] = start(store, spec, 1, 1)
+    [prep], _ = claim(store)
+    complete(store, spec, outcome(prep))
+    [_, right], _ = claim(store)
+    with store.write() as conn:  # as RESCHEDULE_POKE leaves a sensor between pokes
+        conn.execute(
+            update(task_instance)
+            .where(task_instance.c.id == right.ti_id)
+            .values(state="up_for_reschedule", lease_owner=None, lease_until=None)
+        )
+    done = change(store, operator_actions.mark_run, spec, pk, RunState.FAILED, "by hand")
+    assert (done.after, done.stopped) == (RunState.FAILED, 1)
+    assert ti_states(store, pk) == {
+        "prep": "success",
+        "left": "failed",
+        "left_spill": "skipped",
+        "right": "failed",
+    }
+
+
+def test_a_clear_counts_tries_on_and_gives_the_task_its_tries_again(store: Store):
+    """Airflow's clear: try numbers go on across clears and max_tries grows by the task's
+    tries, so a task of one retry that failed twice runs try 3 of 4 (it read 3 of 2)."""
+    spec = make_spec(retries=1)
+    [pk] = start(store, spec, 1, 1)
+    for _ in range(2):
+        with store.write() as conn:
+            upkeep.requeue_retries(conn, store.now(conn) + timedelta(hours=1))
+        [first], _ = claim(store)
+        failed = outcome(first, AttemptOutcome.FAILED, error="boom", failures=first.failures)
+        complete(store, spec, failed)
+    row = ti_row(store, pk, "extract")
+    assert (row.state, row.try_number, row.max_tries) == ("failed", 2, 2)
+    with store.write() as conn:
+        operator_actions.clear_runs(conn, spec, {pk: {"extract"}}, store.now(conn))
+        assert runs.admit_and_start(conn, spec, store.now(conn)) == [pk]
+    [again], _ = claim(store)
+    assert again.try_number == 3
+    assert ti_row(store, pk, "extract").max_tries == 4
+    assert ti_row(store, pk, "load").max_tries == 2, "a task cleared before it ran: 0 + 2"
+
+
+def test_a_state_marked_by_hand_has_no_start_or_duration_of_a_try(store: Store):
+    """The try that failed keeps its times in the attempt history; the success set by hand
+    after it ran for no time (the run page showed the try's 0.00 s, the Gantt a bar from
+    the try's start to the mark)."""
+    spec = make_spec()
+    pk = fail_first_task(store, spec)
+    assert ti_row(store, pk, "extract").duration is not None
+    mark(store, spec, pk, {"extract"}, TaskState.SUCCESS)
+    row = ti_row(store, pk, "extract")
+    assert (row.state, row.start_date, row.duration) == ("success", None, None)
+    assert row.end_date is not None and row.last_error == "marked success by hand"
+    with store.read() as conn:
+        rows = {r.task_id: r for r in task_reads.task_instances(conn, [pk])}
+    assert rows["extract"].set_without_a_try
+    assert not rows["load"].set_without_a_try, "readiness's decisions are not set by hand"
+    [attempt] = attempt_rows(store, row.id)
+    assert attempt.started_at is not None and attempt.outcome == "non_retryable"
