@@ -51,6 +51,19 @@ class TaskRow:
     #: When its current try was queued (the Gantt's wait before the bar); None once cleared.
     queued_at: datetime | None = None
 
+    @property
+    def set_without_a_try(self) -> bool:
+        """Whether its state was set, with a note saying why, without a try reaching it: by
+        an operator (a mark, a cancel), a run's timeout, or a mapped task whose upstream
+        value could not be mapped. Such a state has an end but no start and no duration
+        (``statements.MARK_TASKS``); readiness's own decisions carry no note."""
+        return (
+            self.start_date is None
+            and self.end_date is not None
+            and self.last_error is not None
+            and TaskState(self.state).finished
+        )
+
 
 _TASKS = select(*_columns(ti, TaskRow))
 

@@ -2,9 +2,11 @@
 the template only prints numbers into SVG attributes (the CSP forbids ``style=``).
 
 A row holds the instance's wait (queued until started, hatched), a lighter bar per earlier
-try and a bar for its current try (running ones reach to now). The critical path is the
-chain of instances that decided when the run ended: from the instance that ended last,
-back through the upstream instance that ended latest (the one that released it) to a root.
+try and a bar for its current try (running ones reach to now). A state set without a try
+(by hand) has no bar of its own, only a hollow mark where it was set. The critical path is
+the chain of instances that decided when the run ended: from the instance that ended last,
+back through the upstream instance that ended latest (the one that released it) to a root;
+a state set by hand ran for no time, so it is never on it.
 """
 
 from __future__ import annotations
@@ -52,6 +54,8 @@ class Bar:
     href: str | None = None
     earlier: bool = False
     critical: bool = False
+    #: A mark where a state was set without a try (by hand), rather than decided.
+    hand: bool = False
 
 
 @dataclass(frozen=True)
@@ -62,7 +66,8 @@ class Row:
     wait: Bar | None
     bars: list[Bar]
     critical: bool
-    #: Where an instance that never ran (skipped, upstream failed) was decided.
+    #: Where an instance that never ran (skipped, upstream failed) was decided, or where
+    #: its state was set by hand.
     mark: Bar | None = None
 
     @property
@@ -163,11 +168,13 @@ def critical_path(
 ) -> list[TaskRow]:
     """The instances that decided the run's end, root first: start from the one that ended
     last and step back, each time to the upstream instance that ended latest. Every index
-    of a mapped upstream counts, since a task waits for all of them."""
+    of a mapped upstream counts, since a task waits for all of them. A state set by hand
+    ends when the operator set it, which says nothing of how long the run took: such an
+    instance is left out, and a chain stops before it."""
     ended: dict[str, list[tuple[datetime, TaskRow]]] = {}
     for ti in instances:
         end = _end(ti, now)
-        if end is not None:
+        if end is not None and not ti.set_without_a_try:
             ended.setdefault(ti.task_id, []).append((end, ti))
     if not ended:
         return []
@@ -256,7 +263,11 @@ def _row(
         bars.append(_current_bar(dag_id, run, ti, current, scale, tz, critical))
     wait = _waited(ti, current, now)
     wait_bar = _wait_bar(name, *wait, scale, tz) if wait else None
-    mark = _end_mark(ti, scale, tz) if current is None and not tries else None
+    mark = None
+    if ti.set_without_a_try:
+        mark = _hand_mark(ti, scale, tz)
+    elif current is None and not tries:
+        mark = _end_mark(ti, scale, tz)
     y = AXIS_HEIGHT + index * ROW_HEIGHT
     return Row(name, ti.state, y, wait_bar, bars, critical, mark)
 
@@ -267,6 +278,14 @@ def _end_mark(ti: TaskRow, scale: TimeScale, tz: ZoneInfo) -> Bar | None:
         return None
     title = f"{label(ti)} · {ti.state}\n{local(ti.end_date, tz, seconds=True)}"
     return Bar(scale.x(ti.end_date) - 1, 2.0, ti.state, title)
+
+
+def _hand_mark(ti: TaskRow, scale: TimeScale, tz: ZoneInfo) -> Bar:
+    """A state set without a try (by hand): a hollow mark where it was set, saying why,
+    and no length (its earlier tries, if any, keep their own bars)."""
+    assert ti.end_date is not None  # set_without_a_try
+    title = f"{label(ti)} · {ti.state}: {ti.last_error}\n{local(ti.end_date, tz, seconds=True)}"
+    return Bar(scale.x(ti.end_date) - 4, 8.0, ti.state, title, hand=True)
 
 
 def _waited(
