@@ -18,7 +18,9 @@ def assets_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_app
 def list_assets(app: App, as_json: bool) -> None:
-    """Each asset with its producers, the DAGs waiting for it, and its latest partition."""
+    """Each asset with its producers and the DAGs waiting for it, and per partition key
+    (ds) its events, the latest one's fingerprint and time, and the runs that consumed it
+    (``*``: a run that consumed an older event of the key)."""
     with app.store.read() as conn:
         specs = [r.spec for r in dag_reads.active_dags(conn)]
         rows = assets.asset_rows(conn, specs)
@@ -29,18 +31,41 @@ def list_assets(app: App, as_json: bool) -> None:
         click.echo("no assets; give a task outlets=[Asset(NAME)] to produce one")
         return
     echo_table(
-        ["asset", "produced by", "scheduled DAGs", "events", "latest ds"],
         [
-            [
-                r.name,
-                ", ".join(r.producers) or "-",
-                ", ".join(r.consumers) or "-",
-                r.events,
-                r.latest_key or "no events yet",
-            ]
-            for r in rows
+            "asset",
+            "produced by",
+            "scheduled DAGs",
+            "ds",
+            "events",
+            "fingerprint",
+            "latest event (UTC)",
+            "consumed by",
         ],
+        [line for r in rows for line in _lines(r)],
     )
+    if any(not c.latest for r in rows for p in r.partitions for c in p.consumers):
+        click.echo("* consumed an older event of the key")
+
+
+def _lines(row: assets.AssetRow) -> list[list[str | int]]:
+    """An asset's lines: one per partition key, the asset's own columns on the first."""
+    head = [row.name, ", ".join(row.producers) or "-", ", ".join(row.consumers) or "-"]
+    if not row.partitions:
+        return [[*head, "no events yet", "", "", "", ""]]
+    return [
+        [*(head if i == 0 else ["", "", ""]), *_partition(p)] for i, p in enumerate(row.partitions)
+    ]
+
+
+def _partition(p: assets.Partition) -> list[str | int]:
+    taken = [f"{c.dag_id}:{c.run_id or '(run gone)'}{'' if c.latest else '*'}" for c in p.consumers]
+    return [
+        p.key,
+        p.events,
+        (p.latest.fingerprint or "-")[:12],
+        p.latest.created_at.strftime("%Y-%m-%d %H:%M:%SZ"),
+        ", ".join(taken) or "-",
+    ]
 
 
 COMMANDS = [assets_group]

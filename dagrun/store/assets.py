@@ -250,17 +250,67 @@ def move_cursor(conn: Connection, spec: DagSpec, cursor: int) -> None:
 
 
 @dataclass(frozen=True)
+class Consumer:
+    """A run that consumed a partition key of an asset: the run an asset-scheduled DAG made
+    or re-ran for the key, or a run an asset condition triggered. ``run_id`` is None when
+    the run is gone (deleted, or its DAG is no longer known); ``latest`` says whether it
+    consumed the key's latest event."""
+
+    dag_id: str
+    run_id: str | None
+    latest: bool
+
+    def to_json(self) -> dict:
+        return {"dag_id": self.dag_id, "run_id": self.run_id, "latest_event": self.latest}
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition key of an asset: how many events it has, the latest (its fingerprint
+    and who produced it) and the runs that consumed the key."""
+
+    key: str
+    events: int
+    latest: AssetEvent
+    consumers: tuple[Consumer, ...] = ()
+
+    def to_json(self) -> dict:
+        return {
+            "partition_key": self.key,
+            "events": self.events,
+            "fingerprint": self.latest.fingerprint,
+            "latest_event": {
+                "dag_id": self.latest.dag_id,
+                "run_id": self.latest.run_id,
+                "task_id": self.latest.task_id,
+                "created_at": iso(self.latest.created_at),
+            },
+            "consumed_by": [c.to_json() for c in self.consumers],
+        }
+
+
+@dataclass(frozen=True)
 class AssetRow:
     """An asset: who produces it (``dag.task``, and that task's DAG in ``producer_dags``),
-    who is scheduled on it, and its events."""
+    who is scheduled on it, and its partition keys in order."""
 
     name: str
     producers: tuple[str, ...]
     consumers: tuple[str, ...]
-    events: int
-    latest_key: str | None
-    latest_at: datetime | None
+    partitions: tuple[Partition, ...] = ()
     producer_dags: tuple[str, ...] = ()
+
+    @property
+    def events(self) -> int:
+        return sum(p.events for p in self.partitions)
+
+    @property
+    def latest_key(self) -> str | None:
+        return self.partitions[-1].key if self.partitions else None
+
+    @property
+    def latest_at(self) -> datetime | None:
+        return max((p.latest.created_at for p in self.partitions), default=None)
 
     def to_json(self) -> dict:
         return {
@@ -270,12 +320,15 @@ class AssetRow:
             "events": self.events,
             "latest_partition_key": self.latest_key,
             "latest_event_at": iso(self.latest_at),
+            "partitions": [p.to_json() for p in self.partitions],
         }
 
 
 def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
-    """Every asset the DAGs name or events record, by name. An asset a DAG waits for that
-    nothing has produced yet shows with no events (the DAG waits; it is not an error)."""
+    """Every asset the DAGs name or events record, by name, with each partition key's latest
+    event and consuming runs. An asset a DAG waits for that nothing has produced yet shows
+    with no events (the DAG waits; it is not an error)."""
+    specs = list(specs)
     producers: dict[str, list[str]] = {}
     producer_dags: dict[str, list[str]] = {}
     consumers: dict[str, list[str]] = {}
@@ -286,22 +339,66 @@ def asset_rows(conn: Connection, specs: Iterable[DagSpec]) -> list[AssetRow]:
                 producer_dags.setdefault(name, []).append(spec.dag_id)
         for name in (*spec.assets, *spec.condition_assets):
             consumers.setdefault(name, []).append(spec.dag_id)
-    summary = {r[0]: r[1:] for r in sql.tuples(conn, dag_reads.ASSET_EVENT_SUMMARY)}
-    rows = []
-    for name in sorted({*producers, *consumers, *summary}):
-        events, latest_key, latest_at = summary.get(name, (0, None, None))
-        rows.append(
-            AssetRow(
-                name,
-                tuple(producers.get(name, ())),
-                tuple(consumers.get(name, ())),
-                events,
-                latest_key,
-                latest_at,
-                tuple(producer_dags.get(name, ())),
-            )
+    partitions = _partitions(conn, {s.dag_id: s.timezone for s in specs})
+    return [
+        AssetRow(
+            name,
+            tuple(producers.get(name, ())),
+            tuple(consumers.get(name, ())),
+            tuple(partitions.get(name, ())),
+            tuple(producer_dags.get(name, ())),
         )
-    return rows
+        for name in sorted({*producers, *consumers, *partitions})
+    ]
+
+
+#: A run that consumed a key, as read: its DAG, its run id (None: gone), the event it consumed.
+_Taken = tuple[str, str | None, int]
+
+
+def _partitions(conn: Connection, zones: dict[str, str]) -> dict[str, list[Partition]]:
+    """Each asset's partition keys in order, with their consumers (``zones``: the time zone
+    of each DAG known, which maps its keys to its runs)."""
+    consumed = _consumed(conn, zones)
+    found: dict[str, list[Partition]] = {}
+    for *columns, events in sql.tuples(conn, dag_reads.ASSET_PARTITIONS):
+        latest = AssetEvent(*columns)
+        taken = sorted(consumed.get((latest.asset, latest.partition_key), []), key=_by_run)
+        runs = tuple(
+            Consumer(dag_id, run_id, event == latest.id) for dag_id, run_id, event in taken
+        )
+        found.setdefault(latest.asset, []).append(
+            Partition(latest.partition_key, events, latest, runs)
+        )
+    return found
+
+
+def _by_run(taken: _Taken) -> tuple[str, str]:
+    return taken[0], taken[1] or ""
+
+
+def _consumed(conn: Connection, zones: dict[str, str]) -> dict[tuple[str, str], list[_Taken]]:
+    """Per asset and key, each run that consumed it: the run of the key's day of an
+    asset-scheduled DAG (the one ``look`` made or re-ran), and the runs asset conditions
+    triggered with an event of the key."""
+    keyed = sql.tuples(conn, dag_reads.CONSUMED_KEYS)
+    runs = _key_runs(conn, {dag_id for dag_id, *_ in keyed})
+    found: dict[tuple[str, str], list[_Taken]] = {}
+    for dag_id, asset, key, event_id in keyed:
+        zone = zones.get(dag_id)
+        run_id = runs.get((dag_id, key_interval(key, zone).start)) if zone else None
+        found.setdefault((asset, key), []).append((dag_id, run_id, event_id))
+    for asset, key, event_id, dag_id, run_id in sql.tuples(conn, dag_reads.TRIGGERED_KEYS):
+        found.setdefault((asset, key), []).append((dag_id, run_id, event_id))
+    return found
+
+
+def _key_runs(conn: Connection, dag_ids: set[str]) -> dict[tuple[str, datetime], str]:
+    """The run id of each run of these DAGs a key can map to, by DAG and logical date."""
+    if not dag_ids:
+        return {}
+    rows = sql.tuples(conn, run_reads.RUNS_BY_DATE, {"b_dag_ids": sorted(dag_ids)})
+    return {(dag_id, logical_date): run_id for dag_id, logical_date, run_id in rows}
 
 
 def latest_events(conn: Connection, names: Iterable[str]) -> dict[str, AssetEvent]:

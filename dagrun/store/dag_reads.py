@@ -366,14 +366,41 @@ ASSET_CURSOR = Statement(
     "The last asset event a DAG looked at.",
     select(asset_cursor.c.last_event_id).where(asset_cursor.c.dag_id == _b("dag_id")),
 )
-ASSET_EVENT_SUMMARY = Statement(
-    "Per asset: how many events, the latest partition key, when the last one came.",
+_KEY_LATEST = (
+    select(func.max(asset_event.c.id).label("id"), func.count().label("events"))
+    .group_by(asset_event.c.asset, asset_event.c.partition_key)
+    .subquery("key_latest")
+)
+ASSET_PARTITIONS = Statement(
+    "Per asset and partition key: the latest event, with the run id of the run that produced "
+    "it, and how many events the key has; by asset and key.",
     select(
-        asset_event.c.asset,
-        func.count(),
-        func.max(asset_event.c.partition_key),
-        func.max(asset_event.c.created_at),
-    ).group_by(asset_event.c.asset),
+        *asset_event.c["id", "asset", "partition_key", "fingerprint", "dag_id", "task_id"],
+        asset_event.c.created_at,
+        dag_run.c.run_id,
+        _KEY_LATEST.c.events,
+    )
+    .select_from(
+        asset_event.join(_KEY_LATEST, _KEY_LATEST.c.id == asset_event.c.id).outerjoin(
+            dag_run, dag_run.c.id == asset_event.c.run_pk
+        )
+    )
+    .order_by(asset_event.c.asset, asset_event.c.partition_key),
+)
+CONSUMED_KEYS = Statement(
+    "Every partition key of an asset an asset-scheduled DAG consumed, with the event.",
+    select(*asset_consumed.c["dag_id", "asset", "partition_key", "event_id"]),
+)
+TRIGGERED_KEYS = Statement(
+    "The asset and partition key of each event an asset-triggered run was made from, with "
+    "the event and the run.",
+    select(
+        *asset_event.c["asset", "partition_key", "id"], *dag_run.c["dag_id", "run_id"]
+    ).select_from(
+        asset_trigger.join(asset_event, asset_event.c.id == asset_trigger.c.event_id).join(
+            dag_run, dag_run.c.id == asset_trigger.c.run_pk
+        )
+    ),
 )
 LATEST_ASSET_EVENTS = Statement(
     "The latest event of each of some assets, with the run id of the run that produced it.",

@@ -539,6 +539,13 @@ UPSTREAM_VALUES = Statement(
     .where(ti.c.run_pk == _b("run_pk"), ti.c.task_id.in_(_many("task_ids")))
     .order_by(ti.c.task_id, ti.c.map_index),
 )
+RUNS_BY_DATE = Statement(
+    "Some DAGs' runs that are not manual ones, by DAG and logical date: the runs asset keys "
+    "map to (``RUN_FOR_DATE`` for many).",
+    select(dag_run.c.dag_id, dag_run.c.logical_date, dag_run.c.run_id).where(
+        dag_run.c.dag_id.in_(_many("dag_ids")), dag_run.c.run_type != RunType.MANUAL.value
+    ),
+)
 RUN_FOR_DATE = Statement(
     "A DAG's run (not a manual one) at a logical date: the run an asset key maps to.",
     select(dag_run.c.id, dag_run.c.state).where(

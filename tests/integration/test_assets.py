@@ -121,6 +121,17 @@ def test_backfilling_the_upstream_fills_the_asset_scheduled_downstream(
     listed = {a["name"]: a for a in json.loads(run_cli("assets", "list", "--json", env=env).stdout)}
     assert listed["daily_summary"]["producers"] == ["sales.summarise"]
     assert listed["daily_summary"]["consumers"] == ["report"]
+    # the scheduler's own run of today (catchup=False) may have added today's key
+    keys = [p for p in listed["daily_summary"]["partitions"] if p["partition_key"] in DAYS]
+    assert [p["partition_key"] for p in keys] == DAYS, "every key, not only the latest"
+    assert [p["events"] for p in keys] == [2, 2, 1]
+    assert all(len(p["fingerprint"]) == 64 for p in keys), "each key's partition's sha256"
+    for p in keys:
+        [taken] = p["consumed_by"]
+        assert taken["dag_id"] == "report" and taken["latest_event"], p
+        assert taken["run_id"] == f"asset__{p['partition_key']}T00:00:00+00:00"
+    table = run_cli("assets", "list", env=env).stdout
+    assert all(f"{day}  " in table for day in DAYS), table
     assert listed["nobody_makes_this"]["events"] == 0
     assert listed["nobody_makes_this"]["consumers"] == ["never"]
     shown = run_cli("dags", "list", env=env).stdout

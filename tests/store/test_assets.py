@@ -203,3 +203,56 @@ def test_outlets_and_asset_schedules_reach_the_spec():
     with pytest.raises(DagDefinitionError, match="asset name"):
         Asset("has space")
     assert RunType.ASSET.value == "asset"
+
+
+def test_assets_list_has_every_partition_key_with_its_latest_event_and_consumers(store: Store):
+    """After two days were produced, ``assets list`` named only the latest key: the contract
+    is, per key, the latest event, its fingerprint and the runs that consumed it."""
+    spec = consumer(store, "a")
+    event(store, "a", "2026-01-05", "f1")
+    event(store, "a", "2026-01-06", "g1")
+    tick(store)
+    first, second = report_runs(store)
+    finish(store, spec, second)
+    event(store, "a", "2026-01-06", "g1")  # the same bytes again: consumed, not re-run
+    tick(store)
+    event(store, "a", "2026-01-05", "f2")  # first is still running: it has not consumed it
+    with store.read() as conn:
+        [row] = assets.asset_rows(conn, [spec])
+    assert (row.events, row.latest_key) == (4, "2026-01-06")
+    assert [(p.key, p.events, p.latest.fingerprint) for p in row.partitions] == [
+        ("2026-01-05", 2, "f2"),
+        ("2026-01-06", 2, "g1"),
+    ]
+    day5, day6 = row.partitions
+    assert [(c.dag_id, c.run_id, c.latest) for c in day5.consumers] == [
+        ("report", first.run_id, False)
+    ]
+    assert [(c.dag_id, c.run_id, c.latest) for c in day6.consumers] == [
+        ("report", second.run_id, True)
+    ]
+    shown = row.to_json()
+    assert [p["partition_key"] for p in shown["partitions"]] == ["2026-01-05", "2026-01-06"]
+    assert shown["partitions"][0]["fingerprint"] == "f2"
+    assert shown["partitions"][1]["consumed_by"] == [
+        {"dag_id": "report", "run_id": second.run_id, "latest_event": True}
+    ]
+    assert shown["latest_partition_key"] == "2026-01-06" and shown["events"] == 4
+
+
+def test_a_run_an_asset_condition_triggered_consumed_the_keys_of_its_events(store: Store):
+    spec = dataclasses.replace(
+        bare_spec(TaskSpec("report", "bash", ()), dag_id="join"),
+        condition=(Asset("a") & Asset("b")).to_data(),
+    )
+    register(store, spec)
+    event(store, "a", "2026-01-01")
+    event(store, "b", "2026-01-09")
+    tick(store)
+    with store.read() as conn:
+        [run] = run_reads.runs(conn, "join")
+        rows = {r.name: r for r in assets.asset_rows(conn, [spec])}
+    assert [(p.key, [c.run_id for c in p.consumers]) for p in rows["a"].partitions] == [
+        ("2026-01-01", [run.run_id])
+    ]
+    assert rows["b"].partitions[0].consumers[0].dag_id == "join"
