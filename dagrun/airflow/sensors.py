@@ -26,7 +26,7 @@ import logging
 import os
 import tempfile
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from datetime import UTC, datetime, time, timedelta
+from datetime import datetime, time, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -46,6 +46,7 @@ from dagrun.runtime import commands, current
 from dagrun.runtime.connections import Connection, ConnectionNotFound
 from dagrun.runtime.sensors import file_found
 from dagrun.runtime.task_calls import bash_environment, sense
+from dagrun.timing.instants import decision_now
 
 __all__ = [
     "BaseSensorOperator",
@@ -372,7 +373,7 @@ class TimeSensor(BaseSensorOperator):
         self.target_time = target_time
 
     def poke(self, context: Context) -> bool:
-        now = datetime.now(_zone(self))
+        now = decision_now().astimezone(_zone(self))
         target = datetime.combine(now.date(), self.target_time, now.tzinfo)
         self.log.info("Checking if the time (%s) has come", target.isoformat())
         return now > target
@@ -386,7 +387,7 @@ class TimeDeltaSensor(BaseSensorOperator):
         self.delta = delta
 
     def poke(self, context: Context) -> bool:
-        return datetime.now(UTC) > context["data_interval_end"] + self.delta
+        return decision_now() > context["data_interval_end"] + self.delta
 
 
 class TimeSensorAsync(TimeSensor):
@@ -457,5 +458,5 @@ class DayOfWeekSensor(BaseSensorOperator):
         if self.use_task_logical_date:
             day = context["logical_date"].astimezone(_zone(self))
         else:
-            day = datetime.now(_zone(self))
+            day = decision_now().astimezone(_zone(self))
         return day.isoweekday() in self._week_day_num

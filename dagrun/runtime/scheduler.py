@@ -4,8 +4,10 @@ Each tick refreshes DAGs from the parser (changed files only), then for every un
 under that DAG's row lock (skipped if another scheduler holds it), creates the runs that are
 due, admits waiting runs within ``max_active_runs`` and starts admitted runs whose ``spread``
 delay has passed. The date arithmetic is pure (``timetable``); the unique run key makes a
-double fire harmless; the cursor on the DAG row makes a crash mid-tick resume exactly. The
-queue's upkeep (retries due, expired leases) is not the scheduler's: ``runtime.upkeep``.
+double fire harmless; the cursor on the DAG row makes a crash mid-tick resume exactly. What
+is due is decided by the store's clock (the database server's on PostgreSQL), read in the
+transaction that creates the runs, never by this host's (``store.clock``). The queue's
+upkeep (retries due, expired leases) is not the scheduler's: ``runtime.upkeep``.
 
 ``SchedulerLoop`` ticks on its own thread (``dagrun scheduler`` beside its embedded worker)
 or in the foreground (``--workers 0``), so a slow parse never holds up claiming or leases.
@@ -19,7 +21,7 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 
 from sqlalchemy import Connection
 
@@ -38,6 +40,7 @@ from dagrun.store import (
     runs,
 )
 from dagrun.store.attempts import Completion
+from dagrun.store.clock import ClockWatch
 from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
 
@@ -49,10 +52,6 @@ MAX_CREATE_PER_TICK = 1000
 #: Runs one transaction admits and starts; past it, each further batch commits on its own.
 ADMIT_PER_COMMIT = 500
 _EPSILON = timedelta(microseconds=1)
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -75,7 +74,7 @@ class Scheduler:
         store: Store,
         folder: str | None,
         *,
-        clock: Clock = utc_now,
+        clock: Clock | None = None,
         parse_interval: float = 5.0,
     ):
         self.store = store
@@ -150,10 +149,10 @@ class Scheduler:
     def _schedule_dag(self, dag_id: str, report: TickReport, settled: int) -> None:
         """Create, admit and start one DAG's runs; asset events are read up to ``settled``
         (``asset_triggers.settled``)."""
-        now = self.clock()
         with self.store.write() as conn:
             if not runs.lock_dag(conn, dag_id, skip_locked=True):
                 return
+            now = self.clock() if self.clock else self.store.now(conn)
             row = dag_reads.get_dag(conn, dag_id)
             if row.is_paused:
                 self._hold(dag_id, "paused")
@@ -297,6 +296,7 @@ class SchedulerLoop:
         self._fatal: BaseException | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
+        self.clock = ClockWatch(scheduler.store)
 
     def stop(self) -> None:
         """Stop after the current tick (signal- and thread-safe)."""
@@ -329,6 +329,7 @@ class SchedulerLoop:
     def _tick(self) -> float:
         """One tick; the seconds until the next."""
         started = time.monotonic()
+        self.clock.check()
         report = self.scheduler.tick()
         if report.queued_work and self.on_queued_work is not None:
             self.on_queued_work()

@@ -25,7 +25,7 @@ import glob
 import os
 from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from enum import StrEnum
 from typing import Any
 
@@ -36,7 +36,7 @@ from dagrun.authoring.tasks import PythonTask, Task
 from dagrun.errors import DagDefinitionError, DagNotFound, NonRetryableError, SkipTask
 from dagrun.runtime.context import TaskContext
 from dagrun.states import RunState, TaskState
-from dagrun.timing.instants import parse_duration
+from dagrun.timing.instants import decision_now, parse_duration
 
 __all__ = [
     "ExternalTaskMarker",
@@ -385,7 +385,7 @@ class ExternalTaskMarker(Task):
 
 class TimeDeltaSensor(_Sensor):
     """Waits until ``delta`` (seconds, a timedelta or text such as "2h") after the end of
-    the run's data interval, by the worker's clock."""
+    the run's data interval, by the store's clock (the database's on PostgreSQL)."""
 
     def __init__(self, task_id: str, delta: Any, **options: Any):
         try:
@@ -395,4 +395,4 @@ class TimeDeltaSensor(_Sensor):
         super().__init__(task_id, **options)
 
     def poke(self, data_interval_end: datetime) -> bool:
-        return datetime.now(UTC) >= data_interval_end + self.delta
+        return decision_now() >= data_interval_end + self.delta

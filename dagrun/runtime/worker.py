@@ -50,6 +50,7 @@ from dagrun.states import AttemptOutcome
 from dagrun.store import Store, attempts, callbacks, registry
 from dagrun.store.attempts import Completion, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
+from dagrun.store.clock import ClockWatch
 from dagrun.store.engine import Listener, dagrun_home
 from dagrun.store.outage import note_failure
 
@@ -138,6 +139,7 @@ class Worker:
         self.callback_scope = callback_scope or scope
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
+        self.clock = ClockWatch(store)
         self.leases = LeaseKeeper(
             store,
             self.owner,
@@ -222,6 +224,7 @@ class Worker:
         # those pages instead of copying them when the collector touches them.
         gc.freeze()
         options = self.options
+        self.clock.check()  # before the children fork: they inherit the measured offset
         pool = AttemptPool(
             options.concurrency, str(options.log_dir), options.stop_grace, options.preload
         )
@@ -260,6 +263,7 @@ class Worker:
             self._dispatch(pool)
             if pace.commit_now(self._finished, self._buffer, self._wake):
                 self._wake = False
+                self.clock.check()
                 self._step(pool)
                 self._dispatch(pool)
                 if exits and self._exit_due(pool):

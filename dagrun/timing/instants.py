@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import os
 import re
 from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
@@ -227,3 +228,19 @@ def local_text(instant: datetime, tz: ZoneInfo) -> str:
 
 
 # --- cron expressions ---------------------------------------------------------------------------
+
+
+#: The environment variable that hands a task process the difference between the database's
+#: clock and its host's, as its worker measured it (``store.clock.ClockWatch``).
+OFFSET_ENV = "DAGRUN_CLOCK_OFFSET"
+
+
+def decision_now() -> datetime:
+    """The time that decides, where no transaction is at hand (a sensor's poke in a task
+    process): this host's clock corrected by the difference its worker measured, so a
+    sensor waiting for a time waits for the database's."""
+    try:
+        offset = float(os.environ.get(OFFSET_ENV) or 0.0)
+    except ValueError:
+        offset = 0.0
+    return datetime.now(UTC) + timedelta(seconds=offset)

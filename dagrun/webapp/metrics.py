@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from dagrun.store import clock
 from dagrun.store import metrics as store_metrics
 from dagrun.webapp.http import Request, Response
 
@@ -14,10 +15,12 @@ if TYPE_CHECKING:
 def metrics(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
         found = store_metrics.metrics(conn, site.store.now(conn))
-    return Response(metrics_text(found).encode(), "text/plain; version=0.0.4; charset=utf-8")
+    skew = clock.measure(site.store)
+    text = metrics_text(found, skew.seconds if skew else 0.0)
+    return Response(text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
 
-def metrics_text(m: store_metrics.Metrics) -> str:
+def metrics_text(m: store_metrics.Metrics, clock_offset: float = 0.0) -> str:
     """The Prometheus text exposition format (version 0.0.4)."""
     lines: list[str] = []
 
@@ -98,6 +101,13 @@ def metrics_text(m: store_metrics.Metrics) -> str:
         "counter",
         "Callbacks and notifiers by DAG and state (pending, running, sent, failed).",
         labelled(m.callbacks, "dag_id", "state"),
+    )
+    family(
+        "dagrun_clock_offset_seconds",
+        "gauge",
+        "The database's clock minus this web server host's (0 on SQLite, where the host's "
+        "clock is the only one): the database's decides what is due.",
+        [("", clock_offset)],
     )
     return "\n".join(lines) + "\n"
 

@@ -102,7 +102,8 @@ def test_the_text_has_help_lines_and_escaped_labels():
         scheduler_lag={"nightly": 1.5},
         pool_waiting={'we"ird\\pool': 4},
     )
-    text = metrics_text(found)
+    text = metrics_text(found, clock_offset=-10800.25)
+    assert "dagrun_clock_offset_seconds -10800.2" in text
     assert "# HELP dagrun_scheduler_lag_seconds " in text
     assert "# TYPE dagrun_callbacks_total counter" in text
     assert 'dagrun_scheduler_lag_seconds{dag_id="nightly"} 1.5' in text
