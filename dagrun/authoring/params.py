@@ -106,16 +106,17 @@ def _json_copy(value: Any, what: str) -> Any:
         raise ValueError(f"{what} is not JSON-serialisable ({exc})") from None
 
 
-def parse_conf(text: str | None) -> dict[str, Any]:
-    """The run conf given as ``--conf`` text; no text is an empty conf."""
+def parse_conf(text: str | bytes | None, source: str = "--conf") -> dict[str, Any]:
+    """The run conf given as ``--conf`` text (or the bytes of a file, named by
+    ``source`` in the errors); no text is an empty conf."""
     if not text:
         return {}
     try:
         conf = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"--conf is not JSON: {exc}") from None
+    except ValueError as exc:  # a UnicodeDecodeError too
+        raise UsageError(f"{source} is not JSON: {exc}") from None
     if not isinstance(conf, dict):
-        raise UsageError("--conf must be a JSON object, e.g. '{\"n\": 3}'")
+        raise UsageError(f"{source} must be a JSON object, e.g. '{{\"n\": 3}}'")
     return conf
 
 

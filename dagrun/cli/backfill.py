@@ -23,6 +23,7 @@ from dagrun.cli.app import (
     stop_signals,
     within_a_minute,
 )
+from dagrun.cli.options import conf_option
 from dagrun.errors import UsageError
 from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
@@ -244,7 +245,7 @@ def _plan_line(values: list[str], widths: list[int], action: str) -> str:
 @click.command("run")
 @click.argument("dag_id")
 @click.option("--date", "date_", default=None, help="Logical date (default: now).")
-@click.option("--conf", "conf_text", default=None, help="The run's conf, a JSON object.")
+@conf_option
 @click.option(
     "--run-id", default=None, help="Idempotency key: a finished run with it runs nothing."
 )
@@ -254,14 +255,14 @@ def run(
     app: App,
     dag_id: str,
     date_: str | None,
-    conf_text: str | None,
+    conf: dict,
     run_id: str | None,
     workers: int | None,
 ) -> None:
     """Trigger one run of DAG and execute it to completion, here, running only its own
     tasks. An unfinished run with the same --run-id (interrupted, cleared) is resumed."""
     spec = app.spec(dag_id)
-    manual = ManualRun.of(spec, conf_text, date_, run_id)
+    manual = ManualRun.of(spec, conf, date_, run_id)
     row, created = manual.record(app)
     if not created:
         if row.state in (RunState.SUCCESS, RunState.FAILED):
@@ -298,14 +299,13 @@ class ManualRun:
     def of(
         cls,
         spec: DagSpec,
-        conf_text: str | None,
+        conf: dict,
         date_: str | None,
         run_id: str | None,
         start_at: datetime | None = None,
     ) -> ManualRun:
         if run_id is not None and not RUN_ID.fullmatch(run_id):
             raise UsageError(f"--run-id {run_id!r}: use 1-250 letters, digits and '_.:+-'")
-        conf = params.parse_conf(conf_text)
         params.resolve(spec.params, conf)
         interval = _manual_interval(spec, date_)
         key = run_id or runs.run_id_for(RunType.MANUAL, interval.start)

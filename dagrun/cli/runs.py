@@ -26,6 +26,7 @@ from dagrun.cli.app import (
     within_a_minute,
 )
 from dagrun.cli.backfill import ManualRun, print_run
+from dagrun.cli.options import conf_option
 from dagrun.errors import UsageError
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import RunState
@@ -40,13 +41,14 @@ Examples:
   dagrun trigger nightly_sales
   dagrun trigger nightly_sales --conf '{"region": "EU"}' --run-id eu-rerun-42
   dagrun trigger nightly_sales --date 2026-01-05 --at 2026-01-06T02:00
+  dagrun trigger nightly_sales --conf @conf.json
   dagrun trigger nightly_sales --at +15m --json
 """
 
 
 @click.command("trigger", epilog=TRIGGER_EXAMPLES)
 @click.argument("dag_id")
-@click.option("--conf", "conf_text", default=None, help="The run's conf, a JSON object.")
+@conf_option
 @click.option("--date", "date_", default=None, help="Logical date (default: now).")
 @click.option(
     "--at",
@@ -61,7 +63,7 @@ Examples:
 def trigger(
     app: App,
     dag_id: str,
-    conf_text: str | None,
+    conf: dict,
     date_: str | None,
     at: str | None,
     run_id: str | None,
@@ -71,7 +73,7 @@ def trigger(
     beside one) runs it. Nothing of it starts before --at."""
     spec = app.spec(dag_id)
     start_at = _start_at(spec, at)
-    row, created = ManualRun.of(spec, conf_text, date_, run_id, start_at).record(app)
+    row, created = ManualRun.of(spec, conf, date_, run_id, start_at).record(app)
     if as_json:
         echo_json(
             {

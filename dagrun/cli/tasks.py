@@ -16,6 +16,7 @@ from dagrun.cli.app import (
     resolve_date,
     setup_logging,
 )
+from dagrun.cli.options import conf_option
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parsing.loader import import_file
 from dagrun.parsing.spec import DagSpec
@@ -55,14 +56,10 @@ def _request(
     )
 
 
-def _conf(spec: DagSpec, text: str | None) -> dict:
+def _conf(spec: DagSpec, conf: dict) -> dict:
     """``--conf`` for a test run, checked against the DAG's params as a trigger is."""
-    conf = params.parse_conf(text)
     params.resolve(spec.params, conf)
     return conf
-
-
-CONF_HELP = "A run conf (JSON object) overriding the DAG's params."
 
 
 def _check_importable(spec: DagSpec) -> None:
@@ -74,17 +71,17 @@ def _check_importable(spec: DagSpec) -> None:
 @click.command("test")
 @click.argument("dag_id")
 @click.argument("date")
-@click.option("--conf", "conf_text", default=None, help=CONF_HELP)
+@conf_option
 @pass_app
-def test_dag(app: App, dag_id: str, date: str, conf_text: str | None) -> None:
+def test_dag(app: App, dag_id: str, date: str, conf: dict) -> None:
     """Run every task of DAG for DATE in this process, deciding what a real run decides
     (branches, skips, trigger rules, mapping, sensors); nothing is recorded."""
     setup_logging(app.verbose)
     spec = app.spec(dag_id)
-    conf = _conf(spec, conf_text)
+    checked = _conf(spec, conf)
     interval = _interval(spec, date)
     _check_importable(spec)
-    done = run_locally(app.store, spec, interval, conf, _started, _ended)
+    done = run_locally(app.store, spec, interval, checked, _started, _ended)
     rows = [[t.task_id, "" if t.map_index < 0 else t.map_index, t.state] for t in done.tasks]
     echo_table(["task_id", "index", "state"], rows)
     if done.state != RunState.SUCCESS:
@@ -127,19 +124,19 @@ def tasks_group() -> None:
 @click.argument("dag_id")
 @click.argument("task_id")
 @click.argument("date")
-@click.option("--conf", "conf_text", default=None, help=CONF_HELP)
+@conf_option
 @pass_app
-def test_task(app: App, dag_id: str, task_id: str, date: str, conf_text: str | None) -> None:
+def test_task(app: App, dag_id: str, task_id: str, date: str, conf: dict) -> None:
     """Run one task for DATE in this process (upstream values are None); nothing recorded."""
     setup_logging(app.verbose)
     spec = app.spec(dag_id)
-    conf = _conf(spec, conf_text)
+    checked = _conf(spec, conf)
     if task_id not in spec.task_map:
         raise TaskNotFound(dag_id, task_id)
     interval = _interval(spec, date)
     _check_importable(spec)
     inputs = dict.fromkeys(spec.task_map[task_id].data_inputs)
-    result = execute(_request(app, spec, task_id, interval, inputs, conf), DagCache())
+    result = execute(_request(app, spec, task_id, interval, inputs, checked), DagCache())
     click.echo(
         f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
         + (f": {result.error}" if result.error else ""),
