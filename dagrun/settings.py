@@ -73,7 +73,7 @@ class Setting:
             raise ValueError(f"must be one of {', '.join(self.choices)}, not {value!r}")
         if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
             raise ValueError(f"must not be negative, not {value!r}")
-        return value.lower() if self.choices else value
+        return str(value).lower() if self.choices else value
 
 
 _KIND_NAMES = {str: "text", int: "a whole number", float: "a number", bool: "true or false"}
