@@ -19,6 +19,7 @@ from dagrun.cli.app import (
     fmt_local,
     fmt_seconds,
     pass_app,
+    pick_run,
     resolve_date,
     stop_signals,
     within_a_minute,
@@ -385,8 +386,11 @@ def print_run(app: App, run_row: run_reads.RunRow) -> None:
 
 @click.command("clear")
 @click.argument("dag_id")
-@click.option("--start", "-s", required=True)
-@click.option("--end", "-e", required=True)
+@click.option("--start", "-s", default=None, help="First date (with --end).")
+@click.option("--end", "-e", default=None, help="Last date, inclusive (a date = whole day).")
+@click.option(
+    "--run-id", default=None, help="The one run to clear (a manual run's key), instead of dates."
+)
 @click.option("--tasks", "pattern", default=None, help="Regex on task ids.")
 @click.option("--downstream", is_flag=True, help="Also clear everything downstream.")
 @click.option("--failed-only", is_flag=True, help="Only failed and upstream-failed tasks.")
@@ -401,21 +405,28 @@ def print_run(app: App, run_row: run_reads.RunRow) -> None:
 def clear(
     app: App,
     dag_id: str,
-    start: str,
-    end: str,
+    start: str | None,
+    end: str | None,
+    run_id: str | None,
     pattern: str | None,
     downstream: bool,
     failed_only: bool,
     map_index: int | None,
     yes: bool,
 ) -> None:
-    """Reset task instances so they run again, and those external task markers among them
+    """Reset task instances so they run again (of the runs with logical dates from --start
+    to --end, or of the run --run-id names), and those external task markers among them
     point at."""
+    if (start is None) != (end is None) or (start is None) == (run_id is None):
+        raise UsageError("give either --start and --end, or --run-id")
     spec = app.spec(dag_id)
-    first, last = cli_range(spec, start, end)
+    span = None if start is None or end is None else cli_range(spec, start, end)
     chosen = _matching_tasks(spec, pattern, downstream)
     with app.store.read() as conn:
-        chosen_runs = run_reads.runs_between(conn, dag_id, first, last)
+        if span is None:
+            chosen_runs = [pick_run(conn, spec, run_id, None)]
+        else:
+            chosen_runs = run_reads.runs_between(conn, dag_id, *span)
         tis = task_reads.task_instances(conn, [r.id for r in chosen_runs])
     failed = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
     # the instances CLEAR_TASK_INDEX picks: that index of mapped tasks, unmapped ones whole
@@ -448,8 +459,9 @@ def clear(
             conn,
             "clear",
             dag_id,
-            start=first,
-            end=last,
+            run_id,
+            start=span[0] if span else None,
+            end=span[1] if span else None,
             pattern=pattern,
             downstream=downstream,
             failed_only=failed_only,
