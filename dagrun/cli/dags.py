@@ -13,7 +13,8 @@ from dagrun.errors import UsageError
 from dagrun.parsing.graph_export import RENDERERS
 from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.store import audit, dag_reads, registry, run_reads
-from dagrun.timing.instants import iso, parse_cli_instant
+from dagrun.timing.instants import TICK, iso, parse_cli_instant
+from dagrun.timing.timetable import Occurrence
 
 if TYPE_CHECKING:
     from dagrun.airflow import checks
@@ -86,7 +87,8 @@ def _dag_json(r: dag_reads.DagRow, next_date: datetime | None) -> dict:
 
 
 def _next_logical_date(r: dag_reads.DagRow, latest_run: datetime | None) -> datetime | None:
-    """The next logical date the scheduler will really create (see ``next_interval``)."""
+    """The next logical date the scheduler will really create (see ``next_interval``), as
+    Airflow's "next dagrun": ``dags list`` shows it and ``dags next`` starts from it."""
     upcoming = r.spec.next_interval(r.cursor, datetime.now(UTC), latest_run)
     return upcoming.start if upcoming else None
 
@@ -160,29 +162,28 @@ def _names(task_ids: tuple[str, ...]) -> str:
 @dags.command("next")
 @click.argument("dag_id")
 @click.option("-n", "count", default=5, show_default=True, type=click.IntRange(1, 10000))
-@click.option("--after", default=None, help="Instant to start after (default now).")
+@click.option(
+    "--after",
+    default=None,
+    help="Instant to start after (default: from the next run the scheduler will create, "
+    "as `dags list` shows it).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON document.")
 @pass_app
 def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: bool) -> None:
-    """The next N logical dates strictly after --after, with due times; DST changes marked."""
+    """The next N runs, with due times, DST changes marked: from the next run the
+    scheduler will create (given catchup and the runs made), or strictly after --after."""
     app.sync()
     with app.store.read() as conn:
-        spec = dag_reads.get_dag(conn, dag_id).spec
+        row = dag_reads.get_dag(conn, dag_id)
+        latest = run_reads.latest_runs(conn, [dag_id]).get(dag_id)
+    spec = row.spec
     tt = spec.timetable
     if not after:
-        start = datetime.now(UTC)
+        upcoming = _next_logical_date(row, latest)
+        occurrences = [] if upcoming is None else tt.occurrences(upcoming - TICK, count)
     else:
-        try:
-            start = parse_cli_instant(after, tt.tz)
-        except OverflowError:
-            raise UsageError(out_of_range("--after", after, spec)) from None
-    try:
-        occurrences = tt.occurrences(start, count)
-    except OverflowError:  # only an --after within days of 9999-12-31 gets here
-        raise UsageError(
-            f"--after {after}: the runs that follow fall past 9999-12-31, the last date "
-            "dagrun can handle"
-        ) from None
+        occurrences = _occurrences_after(spec, after, count)
     if as_json:
         echo_json(
             [
@@ -213,6 +214,22 @@ def next_runs(app: App, dag_id: str, count: int, after: str | None, as_json: boo
             for o in occurrences
         ],
     )
+
+
+def _occurrences_after(spec: DagSpec, after: str, count: int) -> list[Occurrence]:
+    """The next ``count`` runs with logical dates strictly after the instant ``--after``."""
+    tt = spec.timetable
+    try:
+        start = parse_cli_instant(after, tt.tz)
+    except OverflowError:
+        raise UsageError(out_of_range("--after", after, spec)) from None
+    try:
+        return tt.occurrences(start, count)
+    except OverflowError:  # only an --after within days of 9999-12-31 gets here
+        raise UsageError(
+            f"--after {after}: the runs that follow fall past 9999-12-31, the last date "
+            "dagrun can handle"
+        ) from None
 
 
 def _utc(value: datetime) -> str:

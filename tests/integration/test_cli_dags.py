@@ -321,12 +321,13 @@ def test_dags_next_json(env):
     ]
 
 
-def test_dags_next_defaults_to_now(env):
-    before = datetime.now(UTC)
+def test_dags_next_starts_from_the_next_run_dags_list_shows(env):
+    """catchup=True and no run yet: the first run is at start_date, in Dhaka."""
+    (listed,) = json_out("dags", "list", env=env)
     entries = json_out("dags", "next", "nightly_sales", "-n", "3", env=env)
     assert len(entries) == 3
-    first = datetime.fromisoformat(entries[0]["logical_date"])
-    assert before < first <= before + timedelta(days=1)
+    assert entries[0]["logical_date"] == listed["next_logical_date"]
+    assert entries[0]["local_logical_date"] == "2026-01-01T00:30:00+06:00"
 
 
 @pytest.mark.slow
