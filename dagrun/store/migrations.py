@@ -215,6 +215,26 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
         "PRIMARY KEY (run_pk, event_id), "
         "FOREIGN KEY(run_pk) REFERENCES dag_run (id) ON DELETE CASCADE)",
     ],
+    # Heartbeats of schedulers and workers (``/health``), and the web page's accounts and
+    # API tokens (a login off loopback).
+    11: {
+        dialect: [
+            "CREATE TABLE heartbeat (owner VARCHAR(128) NOT NULL, role VARCHAR(16) NOT NULL, "
+            f"host VARCHAR(255) NOT NULL, pid INTEGER NOT NULL, started_at {ts} NOT NULL, "
+            f"beat_at {ts} NOT NULL, clock_offset FLOAT, PRIMARY KEY (owner))",
+            "CREATE INDEX ix_heartbeat_role_beat ON heartbeat (role, beat_at)",
+            "CREATE TABLE account (name VARCHAR(64) NOT NULL, password_hash TEXT NOT NULL, "
+            f"created_at {ts} NOT NULL, PRIMARY KEY (name))",
+            f"CREATE TABLE api_token (id {serial} NOT NULL, account VARCHAR(64) NOT NULL, "
+            f"token_hash VARCHAR(128) NOT NULL, created_at {ts} NOT NULL, last_used_at {ts}, "
+            "PRIMARY KEY (id), UNIQUE (token_hash), "
+            "FOREIGN KEY(account) REFERENCES account (name) ON DELETE CASCADE)",
+        ]
+        for dialect, serial, ts in (
+            ("sqlite", "INTEGER", "DATETIME"),
+            ("postgresql", "SERIAL", "TIMESTAMP WITH TIME ZONE"),
+        )
+    },
 }
 
 

@@ -38,7 +38,7 @@ from sqlalchemy.types import TypeDecorator
 from dagrun.states import TaskState
 
 #: Bump when the schema changes, and add the step to ``migrations.MIGRATIONS``.
-SCHEMA_VERSION = 10
+SCHEMA_VERSION = 11
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one
@@ -299,6 +299,41 @@ audit_log = Table(
     Column("actor", String(128)),
     Column("detail", Text),
     Index("ix_audit_log_dag_at", "dag_id", "at"),
+)
+
+#: The last beat of each scheduler and worker process (``/health``, the page's banner,
+#: ``/metrics``), with the difference between its host's clock and the database's.
+heartbeat = Table(
+    "heartbeat",
+    metadata,
+    Column("owner", String(128), primary_key=True),
+    Column("role", String(16), nullable=False),
+    Column("host", String(255), nullable=False),
+    Column("pid", Integer, nullable=False),
+    Column("started_at", UtcDateTime, nullable=False),
+    Column("beat_at", UtcDateTime, nullable=False),
+    Column("clock_offset", Float),
+    Index("ix_heartbeat_role_beat", "role", "beat_at"),
+)
+
+#: Who may use the web page and the API off loopback: scrypt hashes, never passwords.
+account = Table(
+    "account",
+    metadata,
+    Column("name", String(64), primary_key=True),
+    Column("password_hash", Text, nullable=False),
+    Column("created_at", UtcDateTime, nullable=False),
+)
+
+#: Bearer tokens of the API, stored hashed (a token is shown once, when it is made).
+api_token = Table(
+    "api_token",
+    metadata,
+    Column("id", Integer, primary_key=True, autoincrement=True),
+    Column("account", String(64), ForeignKey("account.name", ondelete="CASCADE"), nullable=False),
+    Column("token_hash", String(128), nullable=False, unique=True),
+    Column("created_at", UtcDateTime, nullable=False),
+    Column("last_used_at", UtcDateTime),
 )
 
 #: Variables (``Variable.get``, ``{{ var.value.key }}``); ``DAGRUN_VAR_<KEY>`` overrides.

@@ -202,6 +202,8 @@ VERSION_8_FROM_9 = ["DROP TABLE xcom", "ALTER TABLE dag_file DROP COLUMN warning
 
 #: Undoes migration 10 (both engines): no record of what asset-triggered runs consumed.
 VERSION_9_FROM_10 = ["DROP TABLE asset_trigger"]
+#: Undoes migration 11: no heartbeats, accounts or API tokens.
+VERSION_10_FROM_11 = ["DROP TABLE api_token", "DROP TABLE account", "DROP TABLE heartbeat"]
 
 
 #: Undoes migration 7 (both engines): no sensor columns, variables, connections or assets.
@@ -299,12 +301,19 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     the audit log name runs (4), adds the callback outbox and task caps (5), map indexes
     (6), sensor columns, variables, connections and assets (7), the indexes retention
     deletes by (8), XComs and file warnings (9), what asset-triggered runs consumed (10),
-    keeps every run, task instance and attempt, records 10."""
+    heartbeats, accounts and API tokens (11), keeps every run, task instance and attempt,
+    records 11."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
     with store.write() as conn:
-        for statement in VERSION_9_FROM_10 + VERSION_8_FROM_9 + VERSION_7_FROM_8 + VERSION_6_FROM_7:
+        for statement in (
+            VERSION_10_FROM_11
+            + VERSION_9_FROM_10
+            + VERSION_8_FROM_9
+            + VERSION_7_FROM_8
+            + VERSION_6_FROM_7
+        ):
             conn.exec_driver_sql(statement)
     store.dispose()
     undo_version_6(store)
@@ -321,13 +330,14 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 10
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 11
             for table, index in [("callback", "ix_callback_run"), ("partition_write", None)]:
                 names = {i["name"] for i in inspect(conn).get_indexes(table)}
                 assert (index or "ix_partition_write_run") in names
             tables = set(inspect(conn).get_table_names())
             assert {"variable", "connection", "asset_event", "asset_consumed", "xcom"} <= tables
             assert "asset_trigger" in tables
+            assert {"heartbeat", "account", "api_token"} <= tables
             assert "warnings" in {c["name"] for c in inspect(conn).get_columns("dag_file")}
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
@@ -363,14 +373,14 @@ def test_a_version_9_database_gets_the_record_of_asset_triggered_runs(store: Sto
     spec = make_spec()
     start(store, spec, 1, 1)
     with store.write() as conn:
-        for statement in VERSION_9_FROM_10:
+        for statement in VERSION_10_FROM_11 + VERSION_9_FROM_10:
             conn.exec_driver_sql(statement)
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="9"))
     store.dispose()
     migrated = Store(store.url)
     try:
         with migrated.write() as conn:
-            assert migrated.schema_version(conn) == 10
+            assert migrated.schema_version(conn) == 11
             pk = inspect(conn).get_pk_constraint("asset_trigger")["constrained_columns"]
             assert pk == ["run_pk", "event_id"]
             [fk] = inspect(conn).get_foreign_keys("asset_trigger")
@@ -876,3 +886,30 @@ def test_a_lease_is_held_until_it_expires(store: Store):
         lost_wrong = attempts.extend_leases(conn, "other", [(c.ti_id, c.fence_token)], 30, now)
     assert lost == set()
     assert lost_wrong == {(c.ti_id, c.fence_token)}
+
+
+def test_a_version_10_database_gets_heartbeats_accounts_and_tokens(store: Store):
+    """Migration 11 adds ``heartbeat``, ``account`` and ``api_token`` (gone with its account)."""
+    start(store, make_spec(), 1, 1)
+    with store.write() as conn:
+        for statement in VERSION_10_FROM_11:
+            conn.exec_driver_sql(statement)
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="10"))
+    store.dispose()
+    migrated = Store(store.url)
+    try:
+        now = datetime.now(UTC)
+        with migrated.write() as conn:
+            assert migrated.schema_version(conn) == 11
+            conn.execute(
+                insert(schema.account).values(name="ana", password_hash="x", created_at=now)
+            )
+            conn.execute(
+                insert(schema.api_token).values(account="ana", token_hash="h", created_at=now)
+            )
+        with migrated.write() as conn:
+            conn.execute(delete(schema.account).where(schema.account.c.name == "ana"))
+        assert count(migrated, schema.api_token) == 0, "deleted with its account"
+        assert count(migrated, schema.heartbeat) == 0
+    finally:
+        migrated.dispose()
