@@ -133,6 +133,16 @@ class NotifyError(DagrunError):
     text never holds a header value, as headers carry secrets."""
 
 
+class LocalRunStuck(DagrunError, RuntimeError):
+    """A ``dagrun test`` run that cannot go on: nothing can run and nothing waits for its
+    time (a task waits for a pool with no slot); carries the DAG and the reason."""
+
+    def __init__(self, dag_id: str, reason: str):
+        super().__init__(f"the test run of '{dag_id}' cannot go on: {reason}")
+        self.dag_id = dag_id
+        self.reason = reason
+
+
 class NonRetryableError(Exception):
     """Raise from a task to fail the attempt with no retry (bad input, 4xx-style errors)."""
 

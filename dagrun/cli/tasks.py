@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from itertools import chain, count
 from pathlib import Path
 
 import click
@@ -21,9 +22,9 @@ from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parsing.loader import import_file
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.local_run import run_locally
-from dagrun.runtime.runner import AttemptRequest, AttemptResult, DagCache, execute
+from dagrun.runtime.runner import AttemptResult
 from dagrun.states import AttemptOutcome, RunState, TaskState
-from dagrun.store import audit, callbacks, logfiles, operator_actions, task_reads
+from dagrun.store import audit, callbacks, logfiles, operator_actions, run_reads, task_reads
 from dagrun.store.runs import run_id_for
 from dagrun.timing.instants import iso
 from dagrun.timing.timetable import DataInterval
@@ -33,27 +34,6 @@ def _interval(spec: DagSpec, value: str) -> DataInterval:
     logical = resolve_date(spec, value)
     found = next(iter(spec.timetable.intervals(logical, logical)), None)
     return found or DataInterval(logical, logical)
-
-
-def _request(
-    app: App, spec: DagSpec, task_id: str, interval: DataInterval, inputs: dict, conf: dict
-) -> AttemptRequest:
-    """A test attempt: recorded nowhere, but on the command's database, so its variables and
-    connections (and the secrets to mask) are the ones ``--db`` names."""
-    return AttemptRequest(
-        dag_id=spec.dag_id,
-        task_id=task_id,
-        fileloc=spec.fileloc,
-        timezone=spec.timezone,
-        run_id=run_id_for("test", interval.start),
-        logical_date=interval.start,
-        data_interval_start=interval.start,
-        data_interval_end=interval.end,
-        inputs=inputs,
-        conf=conf,
-        db_url=app.store.url,
-        test_mode=True,
-    )
 
 
 def _conf(spec: DagSpec, conf: dict) -> dict:
@@ -72,12 +52,21 @@ def _check_importable(spec: DagSpec) -> None:
 @click.argument("dag_id")
 @click.argument("date")
 @conf_option
+@click.option(
+    "--record",
+    is_flag=True,
+    help="Record the run in the store: run it as `dagrun run --date DATE` does.",
+)
 @pass_app
-def test_dag(app: App, dag_id: str, date: str, conf: dict) -> None:
+def test_dag(app: App, dag_id: str, date: str, conf: dict, record: bool) -> None:
     """Run every task of DAG for DATE in this process, deciding what a real run decides
-    (branches, skips, trigger rules, mapping, sensors); nothing is recorded."""
-    setup_logging(app.verbose)
+    (branches, skips, trigger rules, mapping, sensors, retries); nothing is recorded. With
+    --record, a run that `dagrun run` makes and runs, recorded."""
     spec = app.spec(dag_id)
+    if record:
+        _record(app, spec, date, conf)
+        return
+    setup_logging(app.verbose)
     checked = _conf(spec, conf)
     interval = _interval(spec, date)
     _check_importable(spec)
@@ -86,6 +75,23 @@ def test_dag(app: App, dag_id: str, date: str, conf: dict) -> None:
     echo_table(["task_id", "index", "state"], rows)
     if done.state != RunState.SUCCESS:
         raise click.exceptions.Exit(1)
+
+
+def _record(app: App, spec: DagSpec, date: str, conf: dict) -> None:
+    """``test --record``: the run ``dagrun run --date DATE`` makes (same checks, audit,
+    driver and report), keyed ``test__<logical date>`` (then ``.2``, ``.3``...), so each
+    recorded test is a run of its own and a run of the date made otherwise is left alone."""
+    from dagrun.cli.backfill import run
+
+    logical = _interval(spec, date).start
+    base = run_id_for("test", logical)
+    with app.store.read() as conn:
+        taken = {r.run_id for r in run_reads.runs_between(conn, spec.dag_id, logical, logical)}
+    keys = chain([base], (f"{base}.{n}" for n in count(2)))
+    key = next(k for k in keys if k not in taken)
+    click.get_current_context().invoke(
+        run, dag_id=spec.dag_id, date_=date, conf=conf, run_id=key, workers=None
+    )
 
 
 def _label(task_id: str, map_index: int) -> str:
@@ -109,12 +115,6 @@ def _ended(task_id: str, map_index: int, result: AttemptResult) -> None:
 _TEST_STATES = {AttemptOutcome.SUCCESS, AttemptOutcome.SKIPPED, AttemptOutcome.RESCHEDULED}
 
 
-def _decode(value: str | None):
-    import json
-
-    return json.loads(value) if value else None
-
-
 @click.group("tasks")
 def tasks_group() -> None:
     """Test tasks, mark them by hand, list dead letters."""
@@ -127,7 +127,9 @@ def tasks_group() -> None:
 @conf_option
 @pass_app
 def test_task(app: App, dag_id: str, task_id: str, date: str, conf: dict) -> None:
-    """Run one task for DATE in this process (upstream values are None); nothing recorded."""
+    """Run TASK for DATE in this process as a run would: the tasks it depends on run
+    first, so its trigger rule, a branch or short-circuit above it, its mapping (one
+    instance per element) and its inputs are decided as in a run; nothing is recorded."""
     setup_logging(app.verbose)
     spec = app.spec(dag_id)
     checked = _conf(spec, conf)
@@ -135,17 +137,35 @@ def test_task(app: App, dag_id: str, task_id: str, date: str, conf: dict) -> Non
         raise TaskNotFound(dag_id, task_id)
     interval = _interval(spec, date)
     _check_importable(spec)
-    inputs = dict.fromkeys(spec.task_map[task_id].data_inputs)
-    result = execute(_request(app, spec, task_id, interval, inputs, checked), DagCache())
-    click.echo(
-        f"{task_id}: {result.outcome.value} in {result.duration:.2f}s"
-        + (f": {result.error}" if result.error else ""),
-        err=True,
-    )
-    if result.return_value is not None:
-        click.echo(f"returned {result.return_value}")
-    if result.outcome not in (AttemptOutcome.SUCCESS, AttemptOutcome.SKIPPED):
+    results: dict[int, AttemptResult] = {}
+
+    def ended(ended_id: str, map_index: int, result: AttemptResult) -> None:
+        _ended(ended_id, map_index, result)
+        if ended_id == task_id:
+            results[map_index] = result
+
+    done = run_locally(app.store, spec, interval, checked, _started, ended, task_id)
+    chosen = [t for t in done.tasks if t.task_id == task_id]
+    for t in chosen:
+        _report_instance(t, results.get(t.map_index))
+    if any(t.state not in _TASK_TEST_PASSED for t in chosen):
         raise click.exceptions.Exit(1)
+
+
+#: The states of the tested task's instances that make ``tasks test`` pass.
+_TASK_TEST_PASSED = {TaskState.SUCCESS.value, TaskState.SKIPPED.value}
+
+
+def _report_instance(row: task_reads.TaskRow, result: AttemptResult | None) -> None:
+    """How the tested task ended, per instance (stderr): its state, ``not run`` when the run
+    decided so (a branch not taken, an upstream failure), and why it did not pass; then what
+    it returned (stdout)."""
+    label = _label(row.task_id, row.map_index)
+    passed = row.state in _TASK_TEST_PASSED
+    why = f": {row.last_error}" if row.last_error and not passed else ""
+    click.echo(f"{label}: {row.state}{'' if result else ', not run'}{why}", err=True)
+    if result is not None and result.return_value is not None:
+        click.echo(("" if row.map_index < 0 else f"{label} ") + f"returned {result.return_value}")
 
 
 @tasks_group.command("mark")
