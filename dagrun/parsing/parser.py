@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import itertools
+import logging
 import os
 import time
 from collections.abc import Iterator
@@ -23,6 +24,11 @@ from dagrun.errors import DagFileError
 from dagrun.parsing.spec import DagSpec, FileWarning
 
 DEFAULT_TIMEOUT = float(os.environ.get("DAGRUN_PARSE_TIMEOUT", "30"))
+#: A file still importing after this long (or half its time limit, if that is shorter) is
+#: named on the log, so a command that waits for it does not wait in silence.
+NOTICE_AFTER = 5.0
+
+log = logging.getLogger("dagrun.parsing")
 
 
 @dataclass
@@ -94,13 +100,19 @@ class _ParseChild(processes.ForkedChild):
         super().__init__(_child)
         self.paths: list[str] = []
         self.timeout = DEFAULT_TIMEOUT
-        self.deadline = float("inf")
+        self.deadline = self.notice_at = float("inf")
 
     def start(self, paths: list[str], timeout: float) -> _ParseChild:
         self.paths, self.timeout = paths, timeout
-        self.deadline = time.monotonic() + timeout
+        self._next_file()
         self.conn.send(paths)
         return self
+
+    def _next_file(self) -> None:
+        """The clocks of the file the child imports now: its limit, and when to name it."""
+        now = time.monotonic()
+        self.deadline = now + self.timeout
+        self.notice_at = now + min(NOTICE_AFTER, self.timeout / 2)
 
     @property
     def current(self) -> str:
@@ -109,7 +121,7 @@ class _ParseChild(processes.ForkedChild):
     def receive(self, hashes: dict[str, str]) -> tuple[FileResult, bool]:
         """The current file's result, and whether the child lives on (it may have died)."""
         path = self.paths.pop(0)
-        self.deadline = time.monotonic() + self.timeout
+        self._next_file()
         try:
             _, specs, reason, helpers, warnings = self.conn.recv()
         except EOFError:
@@ -131,15 +143,16 @@ def parse_files(
 ) -> dict[str, FileResult]:
     """Import each file (path -> content hash) in child processes; never hangs past ``timeout``
     per file. Files are shared round-robin among up to ``processes`` children (default: the
-    number of cores, at most 4); a child that crashes or hangs on a file is replaced."""
+    number of cores, at most 4); a child that crashes or hangs on a file is replaced. A file
+    still importing after a few seconds is named on the log (``NOTICE_AFTER``)."""
     ordered = sorted(paths)
     count = max(1, min(processes, len(ordered))) if processes else _share_count(len(ordered))
     children = [_child_for(ordered[i::count], timeout) for i in range(count) if ordered[i::count]]
     results: dict[str, FileResult] = {}
     try:
         while children:
-            wait_for = max(0.0, min(c.deadline for c in children) - time.monotonic())
-            ready = set(wait([c.conn for c in children], timeout=wait_for))
+            wake = min(min(c.deadline, c.notice_at) for c in children)
+            ready = set(wait([c.conn for c in children], timeout=max(0.0, wake - time.monotonic())))
             for child in list(children):
                 if child.conn in ready:
                     result, alive = child.receive(paths)
@@ -154,10 +167,25 @@ def parse_files(
                 children.remove(child)
                 if child.paths:
                     children.append(_ParseChild().start(child.paths, timeout))
+            _name_slow_files(children)
     finally:
         for child in children:
             child.kill()
     return results
+
+
+def _name_slow_files(children: list[_ParseChild]) -> None:
+    """Say, once per file, which files have been importing past their notice time."""
+    now = time.monotonic()
+    slow = [c for c in children if c.notice_at <= now]
+    if slow:
+        for child in slow:
+            child.notice_at = float("inf")  # named: not again before its next file
+        log.warning(
+            "waiting for %s to import (a file fails after %g s: DAGRUN_PARSE_TIMEOUT)",
+            ", ".join(c.current for c in slow),
+            slow[0].timeout,
+        )
 
 
 _spares: list[_ParseChild] = []

@@ -153,6 +153,21 @@ def test_bad_files_do_not_hide_the_good_dag(bad_env, dags_dir):
     assert "did not finish" in reasons["sleeper.py"]
 
 
+@pytest.mark.slow
+def test_dags_list_names_the_file_it_waits_for_before_the_timeout(cli_env, dags_dir):
+    """A file that hangs at import: after half its limit (5 s at most) the command says
+    which file it waits for, then the file fails as before."""
+    slow = write_dag(dags_dir, "slow.py", SLEEPS_FOREVER)
+    write_dag(dags_dir, "good.py", CYCLE.replace("a >> b >> a", "a >> b"))
+    listed = dagrun("dags", "list", env={**cli_env, "DAGRUN_PARSE_TIMEOUT": "1"})
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stderr.splitlines() == [
+        f"waiting for {slow} to import (a file fails after 1 s: DAGRUN_PARSE_TIMEOUT)",
+        "1 DAG file(s) failed to load; see `dagrun dags errors`",
+    ]
+    assert "cyclic" in listed.stdout
+
+
 def test_dags_errors_exits_0_when_all_files_load(env):
     result = dagrun("dags", "errors", env=env)
     assert result.returncode == 0

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from pathlib import Path
@@ -517,6 +518,22 @@ def test_a_hung_file_in_the_forked_ahead_child_still_times_out(dags_dir: Path):
     parser.prefork(dags_dir)
     results = parse(hung, timeout=1.0)
     assert "did not finish within 1 s" in results[str(hung)].error.reason
+
+
+def test_a_file_still_importing_halfway_to_its_limit_is_named_once(dags_dir: Path, caplog):
+    hung = write_dag(dags_dir, "hung.py", SLEEPS_FOREVER)
+    with caplog.at_level(logging.WARNING, logger="dagrun.parsing"):
+        results = parse(hung, timeout=1.0)
+    said = [r.getMessage() for r in caplog.records if r.name == "dagrun.parsing"]
+    assert said == [f"waiting for {hung} to import (a file fails after 1 s: DAGRUN_PARSE_TIMEOUT)"]
+    assert "did not finish within 1 s" in results[str(hung)].error.reason
+
+
+def test_a_file_that_imports_in_time_is_not_named(dags_dir: Path, caplog):
+    good = write_dag(dags_dir, "good.py", GOOD.format(dag_id="good"))
+    with caplog.at_level(logging.WARNING, logger="dagrun.parsing"):
+        assert dag_ids(parse(good)[str(good)]) == ["good"]
+    assert not [r for r in caplog.records if r.name == "dagrun.parsing"]
 
 
 def test_default_timeout_comes_from_the_environment():
