@@ -19,6 +19,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -289,11 +290,13 @@ class Config:
         """A command-line flag's value, above everything else."""
         self._flags[name] = value
 
-    def lookup(self, name: str) -> Value:
+    def lookup(self, name: str, environ: Mapping[str, str] | None = None) -> Value:
+        """The value and its source; ``environ`` stands for this process's environment
+        (a callback's own)."""
         setting = BY_NAME[name]
         if name in self._flags:
             return Value(setting, self._flags[name], "flag")
-        text = os.environ.get(setting.variable)
+        text = (os.environ if environ is None else environ).get(setting.variable)
         if text is not None and text != "":
             try:
                 return Value(setting, setting.convert(text), f"env {setting.variable}")
@@ -303,8 +306,8 @@ class Config:
             return Value(setting, self._file[name], f"file {self._where(name)}")
         return Value(setting, setting.default, "default")
 
-    def get(self, name: str) -> Any:
-        return self.lookup(name).value
+    def get(self, name: str, environ: Mapping[str, str] | None = None) -> Any:
+        return self.lookup(name, environ).value
 
     def all(self) -> list[Value]:
         return [self.lookup(s.name) for s in SETTINGS]
@@ -384,9 +387,9 @@ def reload() -> Config:
     return config()
 
 
-def get(name: str) -> Any:
+def get(name: str, environ: Mapping[str, str] | None = None) -> Any:
     """A setting's value: ``settings.get("worker.lease_seconds")``."""
-    return config().get(name)
+    return config().get(name, environ)
 
 
 def starter_file() -> str:

@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from collections.abc import Sequence
 from typing import Any
 
+from dagrun import settings
+
 #: The longest list a task may be mapped over.
-MAX_MAP_LENGTH = int(os.environ.get("DAGRUN_MAX_MAP_LENGTH", "1024"))
+MAX_MAP_LENGTH: int = settings.get("core.max_map_length")
 
 
 def problem(value: Any) -> str | None:

@@ -20,6 +20,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, NamedTuple
 
+from dagrun import settings
 from dagrun.authoring.dag import DAG, collect_dags
 from dagrun.authoring.options import TASK_CALLBACKS
 from dagrun.authoring.tasks import TaskOutput
@@ -352,7 +353,7 @@ def _forget(names: list[str], path: str, folder: str) -> None:
 
 #: Memory (heap and private mappings) an import may add to what the parse child starts with:
 #: a file whose import needs more is an import error, not a machine out of memory.
-PARSE_MEMORY_MB = int(os.environ.get("DAGRUN_PARSE_MEMORY_MB", "1024"))
+PARSE_MEMORY_MB: int = settings.get("core.parse_memory_mb")
 
 
 def limit_memory() -> None:

@@ -14,7 +14,6 @@ is killed with its child.
 from __future__ import annotations
 
 import dataclasses
-import os
 import time
 import traceback
 from collections.abc import Callable
@@ -23,6 +22,7 @@ from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
+from dagrun import settings
 from dagrun.authoring.dag import DAG
 from dagrun.authoring.options import TASK_CALLBACKS
 from dagrun.authoring.params import resolve_or_defaults
@@ -195,7 +195,7 @@ def context_of(request: CallbackRequest, dag: DAG, masker: Masker) -> dict[str, 
 def page_url(request: CallbackRequest) -> str | None:
     """The web page of the attempt (or of the run, for a run's event) under
     ``DAGRUN_WEB_URL`` (the web app's own paths, ids percent-encoded); None when unset."""
-    base = os.environ.get("DAGRUN_WEB_URL", "").rstrip("/")
+    base = settings.get("web.url").rstrip("/")
     if not base:
         return None
     run = f"{base}/dags/{quote(request.dag_id, safe='')}/runs/{quote(request.run_id, safe='')}"

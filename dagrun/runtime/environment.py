@@ -13,8 +13,8 @@ import os
 import re
 from urllib.parse import unquote, urlsplit
 
+from dagrun import settings
 from dagrun.errors import UsageError
-from dagrun.runtime.smtp import PASSWORD as SMTP_PASSWORD
 from dagrun.store.sensitive import is_sensitive
 
 VARIABLE_PREFIX = "DAGRUN_VAR_"
@@ -77,7 +77,8 @@ def split_uri(uri: str, source: str):
 def environment_secrets() -> set[str]:
     """The secrets the environment holds: sensitive variables' values, connection URIs'
     passwords, the SMTP password."""
-    found: set[str] = {os.environ[SMTP_PASSWORD]} if os.environ.get(SMTP_PASSWORD) else set()
+    password = settings.get("smtp.password")  # from the environment or dagrun.toml
+    found: set[str] = {password} if password else set()
     for name, value in os.environ.items():
         if name.startswith(VARIABLE_PREFIX):
             if is_sensitive(name.removeprefix(VARIABLE_PREFIX)):

@@ -42,6 +42,7 @@ from datetime import date, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from dagrun import settings
 from dagrun.errors import DagrunError, NonRetryableError
 from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import current
@@ -93,7 +94,7 @@ class WriteResult:
 
 def data_root() -> Path:
     """``DAGRUN_DATA`` or ``./data``, read at each call so tests and tasks can redirect it."""
-    return Path(os.environ.get("DAGRUN_DATA") or "data").absolute()
+    return Path(settings.get("core.data")).absolute()
 
 
 def partition(

@@ -1,25 +1,26 @@
 """The SMTP server mail is sent through, and sending one message to it.
 
-The server is configured by environment variables, read in one place (``smtp_settings``) so
-that a configuration file can take them over: ``DAGRUN_SMTP_HOST`` (no host, no mail),
-``DAGRUN_SMTP_PORT`` (25), ``DAGRUN_SMTP_USER`` and ``DAGRUN_SMTP_PASSWORD`` (to log in),
-``DAGRUN_SMTP_STARTTLS`` (true: the connection is upgraded to TLS before anything else is
-said, and the server's certificate must verify, as a browser's would), ``DAGRUN_SMTP_FROM``
-(``dagrun@<this host's name>``). The password is a secret: no log line, error or ``repr``
-holds it, and attempt and callback logs mask it (``environment.environment_secrets``).
-A leaf of the runtime, cheap to import: a DAG file's parse may read the settings.
+The server is configured by the ``[smtp]`` settings (``dagrun.settings``: a variable such as
+``DAGRUN_SMTP_HOST`` over ``dagrun.toml``), read in one place (``smtp_settings``): ``host``
+(no host, no mail), ``port`` (25), ``user`` and ``password`` (to log in), ``starttls`` (true:
+the connection is upgraded to TLS before anything else is said, and the server's
+certificate must verify, as a browser's would), ``from`` (``dagrun@<this host's name>``).
+The password is a secret: no log line, error or ``repr`` holds it, and attempt and callback
+logs mask it (``environment.environment_secrets``). A leaf of the runtime, cheap to import:
+a DAG file's parse may read the settings.
 """
 
 from __future__ import annotations
 
 import logging
-import os
 import socket
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from dagrun import settings
 from dagrun.errors import NotifyError
+from dagrun.settings import ConfigError
 
 if TYPE_CHECKING:
     from email.message import EmailMessage
@@ -27,10 +28,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("dagrun.notify")
 
 HOST = "DAGRUN_SMTP_HOST"
-#: A secret: ``environment.environment_secrets`` names it for masking.
-PASSWORD = "DAGRUN_SMTP_PASSWORD"
-_TRUE = frozenset({"1", "true", "yes", "on"})
-_FALSE = frozenset({"0", "false", "no", "off"})
 
 
 @dataclass(frozen=True)
@@ -50,17 +47,26 @@ class SmtpSettings:
 
 
 def smtp_settings(environ: Mapping[str, str] | None = None) -> SmtpSettings:
-    """The SMTP settings of this process's environment (or ``environ``); a bad value is a
-    ``NotifyError`` naming its variable (never the password's value)."""
-    env = os.environ if environ is None else environ
+    """The SMTP settings (``[smtp]`` of dagrun's settings: a variable over the config file);
+    ``environ`` stands for this process's environment. A bad value is a ``NotifyError``
+    naming where it was set (never the password's value)."""
+    try:
+        value = {key: settings.get(f"smtp.{key}", environ) for key in _KEYS}
+    except ConfigError as exc:
+        raise NotifyError(str(exc)) from None
+    if not 0 < value["port"] < 65536:
+        raise NotifyError(f"smtp.port must be a port number, not {value['port']!r}")
     return SmtpSettings(
-        host=env.get(HOST, "").strip() or None,
-        port=_port(env.get("DAGRUN_SMTP_PORT", "25")),
-        user=env.get("DAGRUN_SMTP_USER") or None,
-        password=env.get(PASSWORD) or None,
-        starttls=_flag("DAGRUN_SMTP_STARTTLS", env.get("DAGRUN_SMTP_STARTTLS", "true")),
-        sender=env.get("DAGRUN_SMTP_FROM") or f"dagrun@{socket.gethostname()}",
+        host=value["host"].strip() or None,
+        port=value["port"],
+        user=value["user"] or None,
+        password=value["password"] or None,
+        starttls=value["starttls"],
+        sender=value["from"] or f"dagrun@{socket.gethostname()}",
     )
+
+
+_KEYS = ("host", "port", "user", "password", "starttls", "from")
 
 
 def send(
@@ -103,18 +109,3 @@ def _problem(exc: BaseException, timeout: float) -> str:
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
 
 
-def _port(value: str) -> int:
-    try:
-        port = int(value)
-    except ValueError:
-        port = 0
-    if not 0 < port < 65536:
-        raise NotifyError(f"DAGRUN_SMTP_PORT must be a port number, not {value!r}")
-    return port
-
-
-def _flag(name: str, value: str) -> bool:
-    lowered = value.strip().lower()
-    if lowered not in _TRUE | _FALSE:
-        raise NotifyError(f"{name} must be true or false, not {value!r}")
-    return lowered in _TRUE

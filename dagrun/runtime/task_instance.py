@@ -11,12 +11,12 @@ limited in size as return values are.
 from __future__ import annotations
 
 import json
-import os
 import socket
 from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from dagrun import settings
 from dagrun.errors import NonRetryableError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
     from dagrun.runtime.context import TaskContext
 
 #: The largest JSON text of one return value or pushed value.
-MAX_VALUE_BYTES = int(os.environ.get("DAGRUN_MAX_XCOM_BYTES", "1000000"))
+MAX_VALUE_BYTES: int = settings.get("core.max_xcom_bytes")
 RETURN_KEY = "return_value"
 T = TypeVar("T")
 

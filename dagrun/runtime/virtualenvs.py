@@ -49,13 +49,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from dagrun import settings
 from dagrun.authoring.python_environments import SERIALIZERS, FunctionSource, PythonEnvironment
 from dagrun.errors import DagrunError, NonRetryableError, SkipTask
 from dagrun.processes import describe_exit
 from dagrun.runtime.attempt_logs import note
 from dagrun.runtime.commands import GroupListener, run_captured, run_command
-
-INSTALLER_VARIABLE = "DAGRUN_VENV_INSTALLER"
+from dagrun.settings import ConfigError
 
 #: What an installer says when a requirement cannot be resolved (pip, then uv): trying
 #: again will not change it.
@@ -289,9 +289,10 @@ def _uv_indexes(index_urls: Sequence[str]) -> dict[str, str]:
 
 
 def _use_uv() -> bool:
-    method = os.environ.get(INSTALLER_VARIABLE, "auto").strip().lower()
-    if method not in ("auto", "uv", "pip"):
-        raise NonRetryableError(f"{INSTALLER_VARIABLE} must be auto, uv or pip, not {method!r}")
+    try:
+        method = settings.get("core.venv_installer")
+    except ConfigError as exc:
+        raise NonRetryableError(str(exc)) from None
     return method == "uv" or (method == "auto" and shutil.which("uv") is not None)
 
 

@@ -40,6 +40,7 @@ from pathlib import Path
 
 from sqlalchemy import Connection
 
+from dagrun import settings
 from dagrun.errors import StoreError
 from dagrun.runtime.attempt_pool import AttemptPool, Job
 from dagrun.runtime.jobs import Jobs, delivery_of, is_callback, lease_of, outcome_of
@@ -103,7 +104,7 @@ class WorkerOptions:
     #: How long a shell attempt an operator stopped (cancel, mark) has after SIGTERM.
     stop_grace: float = 10.0
     #: How long one event's callbacks may run before they are killed.
-    callback_timeout: float = float(os.environ.get("DAGRUN_CALLBACK_TIMEOUT", "30"))
+    callback_timeout: float = field(default_factory=lambda: settings.get("worker.callback_timeout"))
     #: DAG files the worker's children import as they start (see ``attempt_pool.AttemptPool``).
     preload: tuple[str, ...] = ()
     #: Exit once nothing is left to run: what is ready now, and what that makes ready.

@@ -14,7 +14,6 @@ leases also use). The statements are in ``statements.py``, the reads they decide
 from __future__ import annotations
 
 import json
-import os
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
@@ -22,6 +21,7 @@ from typing import Any
 
 from sqlalchemy import Connection
 
+from dagrun import settings
 from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import LeaseLost
 from dagrun.parsing.spec import TaskSpec
@@ -36,7 +36,7 @@ from dagrun.timing.backoff import backoff_delay
 #: fails for good: infrastructure failures, kept apart from the task's own ``retries``.
 DEFAULT_INFRA_BUDGET = 3
 #: How long a claim holds its task instance unless extended (heartbeats every third).
-DEFAULT_LEASE_SECONDS = float(os.environ.get("DAGRUN_LEASE_SECONDS", "30"))
+DEFAULT_LEASE_SECONDS: float = settings.get("worker.lease_seconds")
 
 
 @dataclass(frozen=True)

@@ -545,9 +545,9 @@ def test_email_gives_up_on_a_server_that_does_not_answer(monkeypatch: pytest.Mon
 @pytest.mark.parametrize(
     ("variable", "value", "complaint"),
     [
-        ("DAGRUN_SMTP_PORT", "smtp", "DAGRUN_SMTP_PORT must be a port number, not 'smtp'"),
-        ("DAGRUN_SMTP_PORT", "70000", "DAGRUN_SMTP_PORT must be a port number"),
-        ("DAGRUN_SMTP_STARTTLS", "maybe", "DAGRUN_SMTP_STARTTLS must be true or false"),
+        ("DAGRUN_SMTP_PORT", "smtp", "DAGRUN_SMTP_PORT: smtp.port: must be a whole number"),
+        ("DAGRUN_SMTP_PORT", "70000", "smtp.port must be a port number, not 70000"),
+        ("DAGRUN_SMTP_STARTTLS", "maybe", "DAGRUN_SMTP_STARTTLS: smtp.starttls: must be true"),
     ],
 )
 def test_bad_smtp_settings_name_their_variable(variable: str, value: str, complaint: str) -> None:

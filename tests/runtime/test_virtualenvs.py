@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from dagrun import settings
 from dagrun.authoring.context_names import CONTEXT_NAMES
 from dagrun.authoring.context_names import PORTABLE_CONTEXT_NAMES as PORTABLE
 from dagrun.authoring.python_environments import (
@@ -298,7 +299,7 @@ def fake_uv(tmp_path, monkeypatch) -> Path:
     uv.write_text(FAKE_UV.format(python=HERE, log=str(log)))
     uv.chmod(0o755)
     monkeypatch.setenv("PATH", f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
-    monkeypatch.setenv(virtualenvs.INSTALLER_VARIABLE, "auto")
+    monkeypatch.setenv(settings.BY_NAME["core.venv_installer"].variable, "auto")
     return log
 
 
