@@ -35,8 +35,8 @@ COMMAND_MODULES = {
     "web": "web",
     "assets": "assets",
     "pools": "pools",
-    "variables": "config",
-    "connections": "config",
+    "variables": "variables",
+    "connections": "variables",
     "db": "db",
 }
 
