@@ -275,7 +275,7 @@ class Config:
                 name = f"{section}.{key}"
                 setting = BY_NAME.get(name)
                 if setting is None:
-                    raise ConfigError(self._where(name), name, f"unknown setting{_near(name)}")
+                    raise ConfigError(self._where(name), name, f"unknown setting{near(name)}")
                 try:
                     found[name] = setting.convert(raw)
                 except ValueError as exc:
@@ -313,7 +313,7 @@ class Config:
         return [self.lookup(s.name) for s in SETTINGS]
 
 
-def _near(name: str) -> str:
+def near(name: str) -> str:
     import difflib
 
     close = difflib.get_close_matches(name, list(BY_NAME), n=1)

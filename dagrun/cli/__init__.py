@@ -38,6 +38,8 @@ COMMAND_MODULES = {
     "variables": "variables",
     "connections": "variables",
     "db": "db",
+    "config": "config",
+    "init": "config",
 }
 
 
