@@ -232,6 +232,14 @@ SETTINGS: tuple[Setting, ...] = (
         env="DAGRUN_LOG_FORMAT",
         choices=("text", "json"),
     ),
+    _s(
+        "logging",
+        "loggers",
+        str,
+        "",
+        "Levels of single loggers: dagrun.worker=debug,dagrun.web=warning.",
+        env="DAGRUN_LOG_LOGGERS",
+    ),
 )
 
 BY_NAME = {s.name: s for s in SETTINGS}

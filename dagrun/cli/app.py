@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 import logging
 import signal
-import sys
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from datetime import date, datetime, timedelta
@@ -102,6 +101,7 @@ class App:
 
 
 pass_app = click.make_pass_decorator(App)
+log = logging.getLogger("dagrun.cli")
 
 
 def echo_json(document: Any) -> None:
@@ -192,9 +192,9 @@ def stop_signals(stop: Callable[[], None]) -> Iterator[None]:
     def handler(signum, _frame) -> None:
         name = signal.Signals(signum).name
         if seen:
-            click.echo(f"\n{name} again: releasing running attempts now", err=True)
+            log.warning("%s again: releasing running attempts now", name)
         else:
-            click.echo(f"\n{name}: stopping cleanly (again to stop at once)...", err=True)
+            log.warning("%s: stopping cleanly (again to stop at once)...", name)
         seen.append(signum)
         stop()
 
@@ -205,14 +205,6 @@ def stop_signals(stop: Callable[[], None]) -> Iterator[None]:
     finally:
         for s, h in previous.items():
             signal.signal(s, h)
-
-
-def setup_logging(verbose: bool, level: int = logging.INFO) -> None:
-    logging.basicConfig(
-        level=logging.DEBUG if verbose else level,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-        stream=sys.stderr,
-    )
 
 
 def fmt_seconds(value: float | None) -> str:

@@ -14,7 +14,8 @@ import os
 
 import click
 
-from dagrun.cli.app import App, pass_app, setup_logging, stop_signals
+from dagrun.cli.app import App, pass_app, stop_signals
+from dagrun.cli.log_setup import setup_logging
 from dagrun.runtime.scheduler import Scheduler, SchedulerLoop
 from dagrun.runtime.upkeep import SWEEP_SECONDS, UpkeepLoop
 from dagrun.runtime.worker import Worker, WorkerOptions

@@ -15,8 +15,8 @@ from dagrun.cli.app import (
     pass_app,
     pick_run,
     resolve_date,
-    setup_logging,
 )
+from dagrun.cli.log_setup import setup_logging
 from dagrun.cli.options import conf_option
 from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parsing.loader import import_file

@@ -11,7 +11,8 @@ import threading
 
 import click
 
-from dagrun.cli.app import App, pass_app, setup_logging, stop_signals
+from dagrun.cli.app import App, pass_app, stop_signals
+from dagrun.cli.log_setup import setup_logging
 from dagrun.webapp import WebApp
 from dagrun.webapp.server import IDLE_SECONDS, WebServer, bind_listener
 

@@ -52,6 +52,8 @@ class SyncReport:
     unchanged: int = 0
     removed: list[str] = field(default_factory=list)
     folder: FolderChoice | None = None
+    #: Files of ``parsed`` that failed to import, with the reason.
+    failed: dict[str, str] = field(default_factory=dict)
 
     @property
     def served(self) -> str | None:
@@ -87,6 +89,7 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
     if not changed and not removed and not stale and not choice.bind:
         return report
     results = parser.parse_files(changed, timeout) if changed else {}
+    report.failed = {p: r.error.reason for p, r in results.items() if r.error is not None}
     owners = {
         dag_id: path
         for path, k in known.items()

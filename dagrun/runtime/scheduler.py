@@ -134,7 +134,10 @@ class Scheduler:
         result = sync_dags(self.store, self.folder)
         self._say_folder(result.folder)
         for path in result.parsed:
-            log.info("parsed %s", path)
+            if path in result.failed:  # once per change of the file: unchanged ones are not parsed
+                log.warning("%s failed to import: %s", path, result.failed[path])
+            else:
+                log.info("parsed %s", path)
 
     def _say_folder(self, choice: FolderChoice | None) -> None:
         """Log the folder served, and why it is not the one asked for, when either changes

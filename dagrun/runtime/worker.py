@@ -47,8 +47,8 @@ from dagrun.runtime.jobs import Jobs, delivery_of, is_callback, lease_of, outcom
 from dagrun.runtime.leases import LeaseKeeper
 from dagrun.runtime.pacing import Pacing
 from dagrun.runtime.runner import AttemptResult
-from dagrun.states import AttemptOutcome
-from dagrun.store import Store, attempts, callbacks, registry
+from dagrun.states import AttemptOutcome, RunState
+from dagrun.store import Store, attempts, callbacks, registry, run_reads
 from dagrun.store.attempts import Completion, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.clock import ClockWatch
@@ -428,7 +428,11 @@ class Worker:
         return calls
 
     def _report(self, completion: Completion) -> None:
-        """One line per stale result, and one per kind of infrastructure failure."""
+        """One line per run that ended failed, per stale result, and per kind of
+        infrastructure failure."""
+        failed = [pk for pk, state in completion.finished_runs.items() if state == RunState.FAILED]
+        if failed:
+            self._report_failed_runs(failed)
         for outcome in completion.stale:
             log.warning(
                 "discarded stale result of task instance %s (fence %s)",
@@ -446,6 +450,24 @@ class Worker:
                         outcome.error,
                         self.options.infra_budget,
                     )
+
+    def _report_failed_runs(self, run_pks: list[int]) -> None:
+        """Name each run that ended failed (read once: failures are rare, successes cost
+        nothing here)."""
+        try:
+            with self.store.read() as conn:
+                rows = [run_reads.run_by_pk(conn, pk) for pk in run_pks]
+        except StoreError:
+            return
+        for row in rows:
+            log.warning(
+                "run %s of %s ended failed: see `dagrun runs show %s %s`",
+                row.run_id,
+                row.dag_id,
+                row.dag_id,
+                row.run_id,
+                extra={"dag_id": row.dag_id, "run_id": row.run_id},
+            )
 
     def _dispatch(self, pool: AttemptPool) -> None:
         """Start buffered attempts, unless the last commit failed (the database may be

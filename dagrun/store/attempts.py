@@ -25,7 +25,7 @@ from dagrun import settings
 from dagrun.authoring.sensor_options import SensorSpec
 from dagrun.errors import LeaseLost
 from dagrun.parsing.spec import TaskSpec
-from dagrun.states import AttemptOutcome, TaskState
+from dagrun.states import AttemptOutcome, RunState, TaskState
 from dagrun.store import assets, callbacks, pools, runs, sql, task_reads, xcoms
 from dagrun.store import statements as q
 from dagrun.store.logfiles import LogRange
@@ -235,7 +235,8 @@ class Completion:
     rescheduled: list[Outcome] = field(default_factory=list)
     #: Tasks that asked to be skipped, and sensors that gave up with ``soft_fail``.
     skipped: list[Outcome] = field(default_factory=list)
-    finished_runs: list[int] = field(default_factory=list)
+    #: The runs this commit ended, and how they ended.
+    finished_runs: dict[int, RunState] = field(default_factory=dict)
     callbacks: int = 0
 
 
@@ -304,7 +305,7 @@ def complete(
     xcoms.record_pushed(conn, result.accepted, now)
     specs = {pk: spec_for(d) for pk, d in touched.items()}
     decided = runs.advance_runs(conn, specs, now, ended)
-    result.finished_runs = [pk for pk, d in decided.items() if d.run_state is not None]
+    result.finished_runs = {pk: d.run_state for pk, d in decided.items() if d.run_state}
     result.callbacks += sum(
         callbacks.hears_run_end(spec_for(touched[pk]), d.run_state)
         for pk, d in decided.items()
