@@ -7,96 +7,65 @@ input with a one-line error and no traceback (``--verbose`` shows one).
 
 from __future__ import annotations
 
-import importlib
+import os
 import sys
 
 import click
 
+from dagrun import settings
 from dagrun.cli.app import App, pass_app
+from dagrun.cli.catalog import LazyGroup
 from dagrun.errors import DagrunError, UsageError
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
 
-#: Command name -> the module defining it. Modules load only when their command runs, so
-#: ``dagrun dags list`` does not pay for the worker, the runner or the web page.
-COMMAND_MODULES = {
-    "dags": "dags",
-    "backfill": "backfill",
-    "run": "backfill",
-    "runs": "runs",
-    "trigger": "runs",
-    "audit": "runs",
-    "clear": "backfill",
-    "test": "tasks",
-    "tasks": "tasks",
-    "logs": "tasks",
-    "scheduler": "services",
-    "worker": "services",
-    "web": "web",
-    "assets": "assets",
-    "pools": "pools",
-    "variables": "variables",
-    "connections": "variables",
-    "db": "db",
-    "config": "config",
-    "init": "config",
-}
 
-
-#: Commands that usually parse DAG files: they get a parse child forked before the store is
-#: imported (see ``parser.prefork``); but not those of ``READING_ONLY``, which read files
-#: without importing them (``dags check-airflow``).
-PARSING_COMMANDS = {"dags", "backfill", "run", "trigger", "clear", "test", "tasks", "scheduler"}
-READING_ONLY = {("dags", "check-airflow")}
-_NEXT = "dagrun.next_word"
-
-
-class LazyGroup(click.Group):
-    """A click group that imports a command's module on first use."""
-
-    def list_commands(self, ctx: click.Context) -> list[str]:
-        return sorted(COMMAND_MODULES)
-
-    def resolve_command(
-        self, ctx: click.Context, args: list[str]
-    ) -> tuple[str | None, click.Command | None, list[str]]:
-        ctx.meta[_NEXT] = tuple(args[1:2])  # the subcommand's name, for get_command
-        return super().resolve_command(ctx, args)
-
-    def get_command(self, ctx: click.Context, name: str) -> click.Command | None:
-        module = COMMAND_MODULES.get(name)
-        if module is None:
-            return None
-        if name in PARSING_COMMANDS and (name, *ctx.meta.get(_NEXT, ())) not in READING_ONLY:
-            from dagrun.parsing import parser
-
-            parser.prefork(ctx.params.get("dags_folder") or "dags")
-        loaded = importlib.import_module(f"dagrun.cli.{module}")
-        return next((c for c in loaded.COMMANDS if c.name == name), None)
+def _use_config(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--config FILE``: read before any command module asks a setting (eager), and
+    handed to every process this one starts (``DAGRUN_CONFIG``)."""
+    if value:
+        os.environ[settings.CONFIG_ENV] = os.path.abspath(value)
+        settings.reload()
 
 
 @click.group(cls=LazyGroup, context_settings={"help_option_names": ["-h", "--help"]})
 @click.option(
+    "--config",
+    metavar="FILE",
+    is_eager=True,
+    expose_value=False,
+    callback=_use_config,
+    help="Settings file (env DAGRUN_CONFIG; default: the nearest dagrun.toml, else "
+    "DAGRUN_HOME/dagrun.toml). See `dagrun config list`.",
+)
+@click.option(
     "--dags-folder",
-    envvar="DAGRUN_DAGS_FOLDER",
-    default="dags",
-    show_default=True,
+    default=None,
     type=click.Path(file_okay=False),
-    help="Folder holding the DAG files (env DAGRUN_DAGS_FOLDER).",
+    help="Folder holding the DAG files (setting core.dags_folder, env DAGRUN_DAGS_FOLDER; "
+    "default ./dags).",
 )
 @click.option(
     "--db",
-    envvar="DAGRUN_DB_URL",
     default=None,
-    help="SQLAlchemy URL of the metadata database (env DAGRUN_DB_URL; "
+    help="SQLAlchemy URL of the metadata database (setting core.db_url, env DAGRUN_DB_URL; "
     "default: SQLite under DAGRUN_HOME, ./.dagrun).",
 )
 @click.option("--verbose", "-v", is_flag=True, help="Show tracebacks and debug logs.")
-@click.version_option(package_name="dagrun")
+@click.version_option(package_name="dagrun", prog_name="dagrun")
 @click.pass_context
-def cli(ctx: click.Context, dags_folder: str, db: str | None, verbose: bool) -> None:
+def cli(ctx: click.Context, dags_folder: str | None, db: str | None, verbose: bool) -> None:
     """dagrun: a small, correct, fast orchestrator for data pipelines."""
-    ctx.obj = App(dags_folder=dags_folder, db_url=db, verbose=verbose)
+    config = settings.config()
+    if dags_folder is not None:
+        config.override("core.dags_folder", dags_folder)
+    if db is not None:
+        config.override("core.db_url", db)
+    ctx.obj = App(
+        dags_folder=config.get("core.dags_folder"),
+        db_url=config.get("core.db_url") or None,
+        verbose=verbose,
+    )
     ctx.call_on_close(ctx.obj.close)
 
 
@@ -104,7 +73,7 @@ def main(argv: list[str] | None = None) -> None:
     """Entry point: run the command and map its outcome to the documented exit code."""
     verbose = "--verbose" in (argv or sys.argv) or "-v" in (argv or sys.argv)
     try:
-        code = cli.main(args=argv, standalone_mode=False)
+        code = cli.main(args=argv, prog_name="dagrun", standalone_mode=False)
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         code = EXIT_FAILED

@@ -72,7 +72,7 @@ def trigger(
     """Record a manual run of DAG and return at once: the scheduler (or `dagrun worker`
     beside one) runs it. Nothing of it starts before --at."""
     spec = app.spec(dag_id)
-    start_at = _start_at(spec, at)
+    start_at = _start_at(spec, at, app.store.now())
     row, created = ManualRun.of(spec, conf, date_, run_id, start_at).record(app)
     if as_json:
         echo_json(
@@ -91,12 +91,11 @@ def trigger(
     _warn_if_paused(app, dag_id)
 
 
-def _start_at(spec: DagSpec, value: str | None) -> datetime | None:
-    """``--at`` in UTC: an instant, or ``+DURATION`` from now; one already past starts the
-    run now (and says so)."""
+def _start_at(spec: DagSpec, value: str | None, now: datetime) -> datetime | None:
+    """``--at`` in UTC: an instant, or ``+DURATION`` from ``now`` (the store's clock, which
+    decides when the run starts); one already past starts the run now (and says so)."""
     if value is None:
         return None
-    now = datetime.now(spec.timetable.tz)
     if value.startswith("+"):
         try:
             return now + parse_duration(value[1:])
@@ -168,6 +167,18 @@ def run_json(r: run_reads.RunRow) -> dict:
         "duration": r.duration,
         "conf": r.conf,
     }
+
+
+@runs_group.command("state")
+@click.argument("dag_id")
+@click.argument("run_id", required=False)
+@click.option("--date", "date_", default=None, help="Pick the run by logical date instead.")
+@pass_app
+def runs_state(app: App, dag_id: str, run_id: str | None, date_: str | None) -> None:
+    """Print one run's state (Airflow's ``dags state DAG DATE``)."""
+    spec = app.spec(dag_id)
+    with app.store.read() as conn:
+        click.echo(pick_run(conn, spec, run_id, date_).state)
 
 
 @runs_group.command("show")

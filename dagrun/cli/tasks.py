@@ -168,6 +168,41 @@ def _report_instance(row: task_reads.TaskRow, result: AttemptResult | None) -> N
         click.echo(("" if row.map_index < 0 else f"{label} ") + f"returned {result.return_value}")
 
 
+@tasks_group.command("state")
+@click.argument("dag_id")
+@click.argument("task_id")
+@click.option("--date", "date_", default=None, help="The run's logical date.")
+@click.option("--run-id", default=None, help="The run's id (instead of --date).")
+@click.option(
+    "--map-index", type=click.IntRange(0), default=None, help="One index of a mapped task."
+)
+@pass_app
+def state(
+    app: App,
+    dag_id: str,
+    task_id: str,
+    date_: str | None,
+    run_id: str | None,
+    map_index: int | None,
+) -> None:
+    """Print a task instance's state (Airflow's ``tasks state DAG TASK DATE``); a mapped
+    task's, one line per index."""
+    spec = app.spec(dag_id)
+    if task_id not in spec.task_map:
+        raise TaskNotFound(dag_id, task_id)
+    with app.store.read() as conn:
+        row = pick_run(conn, spec, run_id, date_)
+        found = [t for t in task_reads.task_instances(conn, [row.id]) if t.task_id == task_id]
+    if map_index is not None:
+        found = [t for t in found if t.map_index == map_index]
+    if not found:
+        raise UsageError(f"task '{task_id}' has no instance in run {row.run_id} (not expanded yet)")
+    for t in found:
+        click.echo(
+            t.state if t.map_index < 0 or map_index is not None else f"{t.map_index}: {t.state}"
+        )
+
+
 @tasks_group.command("mark")
 @click.argument("dag_id")
 @click.argument("task_id")

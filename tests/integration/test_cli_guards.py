@@ -398,7 +398,7 @@ def test_ids_with_a_trailing_newline_are_refused(cli_env, dags_dir):
 def test_usage_errors_are_one_line(cli_env, dags_dir, args, expected):
     write_dag(dags_dir, "daily.py", DAILY.format(tz="UTC"))
     result = dagrun(*args, env=cli_env)
-    assert error_line(result) == "error: " + expected.format(prog="python -m dagrun")
+    assert error_line(result) == "error: " + expected.format(prog="dagrun")
     assert result.stdout == ""
 
 
