@@ -19,11 +19,11 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection, wait
 from pathlib import Path
 
-from dagrun import processes
+from dagrun import processes, settings
 from dagrun.errors import DagFileError
 from dagrun.parsing.spec import DagSpec, FileWarning
 
-DEFAULT_TIMEOUT = float(os.environ.get("DAGRUN_PARSE_TIMEOUT", "30"))
+DEFAULT_TIMEOUT: float = settings.get("core.parse_timeout")
 #: A file still importing after this long (or half its time limit, if that is shorter) is
 #: named on the log, so a command that waits for it does not wait in silence.
 NOTICE_AFTER = 5.0

@@ -22,6 +22,7 @@ import os
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from dagrun import settings
 from dagrun.errors import UsageError
 from dagrun.parsing import parser
 from dagrun.parsing.spec import DagSpec
@@ -61,7 +62,7 @@ class SyncReport:
 
 
 def dags_folder(value: str | os.PathLike | None = None) -> str:
-    return os.path.abspath(value or os.environ.get("DAGRUN_DAGS_FOLDER") or "dags")
+    return os.path.abspath(value or settings.get("core.dags_folder"))
 
 
 def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT) -> SyncReport:
