@@ -1,4 +1,4 @@
-"""The README's pictures of the web page, made again from a demo: ``python docs/screenshots.py``.
+"""The web page's pictures in docs/web.md, made again from a demo: ``python docs/screenshots.py``.
 
 Backfills a small demo DAG (a task group, a task mapped over a few shops, a task that fails
 once and is retried, one day that fails for good) through the real CLI in a temporary home,
@@ -137,6 +137,23 @@ def screenshot(chromium: str, url: str, out: Path, profile: Path) -> None:
     )
 
 
+def screenshot_login(chromium: str, store, out: Path, profile: Path) -> None:
+    """The login form of a server off loopback: the same store behind ``auth.Gate``."""
+    from dagrun.store import accounts
+    from dagrun.webapp import WebApp, make_web_server
+    from dagrun.webapp.auth import Gate
+
+    with store.write() as conn:
+        gate = Gate(accounts.session_key(conn))
+    server = make_web_server(WebApp(store, gate=gate), "127.0.0.1", 0)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/login?next=/"
+        screenshot(chromium, url, out, profile)
+    finally:
+        server.shutdown()
+
+
 def main() -> int:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -152,6 +169,9 @@ def main() -> int:
                 url = base + path.format(dag=DAG_ID, run=quote(run_on(store, day or START)))
                 screenshot(chromium, url, IMAGES / name, Path(scratch) / "profile")
                 print(f"wrote {IMAGES / name} ({(IMAGES / name).stat().st_size:,} bytes)")
+            login = IMAGES / "login.png"
+            screenshot_login(chromium, store, login, Path(scratch) / "profile")
+            print(f"wrote {login} ({login.stat().st_size:,} bytes)")
         finally:
             server.shutdown()
             store.dispose()
