@@ -92,6 +92,18 @@ class RunNotFound(UsageError, LookupError):
         self.what = what
 
 
+class StoreFolderMissing(UsageError, FileNotFoundError):
+    """A SQLite URL names a file in a folder that does not exist: a typo is not made into a
+    new folder (only the default store's own folder under ``DAGRUN_HOME`` is)."""
+
+    def __init__(self, url: str, folder: str):
+        super().__init__(
+            f"--db {url}: the folder {folder} does not exist; create it first, or correct the path"
+        )
+        self.url = url
+        self.folder = folder
+
+
 class StoreError(DagrunError):
     """The metadata database cannot be reached or is not in the expected shape."""
 
@@ -106,14 +118,67 @@ class StoreConflict(StoreError):
     trying it again is the remedy."""
 
 
+class StoreFull(StoreUnavailable):
+    """The disk under the database is full: every write fails and rolls back, so nothing
+    committed is lost. Ridden out like an outage, which freeing space ends."""
+
+    def __init__(self, database: str, detail: str):
+        super().__init__(
+            f"the disk under the database {database} is full ({detail}): free space there "
+            "and run the same command again; nothing committed was lost"
+        )
+        self.database = database
+
+
+class StoreDamaged(StoreError):
+    """The database answers, but what it holds is damaged (SQLite's "database disk image
+    is malformed", a text value that no longer decodes, PostgreSQL's data_corrupted)."""
+
+    def __init__(self, database: str, detail: str, restore: str):
+        super().__init__(
+            f"the database {database} is damaged ({detail}): `dagrun db check` names the "
+            f"damage; {restore}"
+        )
+        self.database = database
+        self.detail = detail
+
+
+class NotDagrunStore(StoreError):
+    """The database is not dagrun's: a file that is not SQLite, or a database that holds
+    another program's tables. dagrun refuses to write into it."""
+
+    def __init__(self, database: str, why: str):
+        super().__init__(
+            f"{database} {why}: dagrun will not write into it; point --db at dagrun's "
+            "database, or at a new, empty one"
+        )
+        self.database = database
+
+
+class StoreLocked(StoreConflict):
+    """Another process held SQLite's write lock past the busy timeout."""
+
+    def __init__(self, database: str, detail: str):
+        super().__init__(
+            f"the database {database} is locked: another process held it longer than the "
+            f"busy timeout ({detail}); try again once that process is done"
+        )
+        self.database = database
+
+
 class OutageTooLong(StoreUnavailable):
     """The database stayed unavailable past the limit a long-running process waits."""
 
-    def __init__(self, seconds: float, limit: float, last_error: str):
-        super().__init__(
-            f"the database has been unavailable for {seconds:.0f} s, longer than "
-            f"DAGRUN_DB_OUTAGE_SECONDS={limit:g}; giving up ({last_error})"
-        )
+    def __init__(self, seconds: float, limit: float, last_error: StoreError | str):
+        limits = f"DAGRUN_DB_OUTAGE_SECONDS={limit:g}"
+        if isinstance(last_error, StoreFull):
+            text = f"{last_error} (gave up after {seconds:.0f} s, {limits})"
+        else:
+            text = (
+                f"the database has been unavailable for {seconds:.0f} s, longer than "
+                f"{limits}; giving up ({last_error})"
+            )
+        super().__init__(text)
         self.seconds = seconds
         self.limit = limit
 

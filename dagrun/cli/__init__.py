@@ -101,7 +101,20 @@ def main(argv: list[str] | None = None) -> None:
     except KeyboardInterrupt:
         click.echo("interrupted", err=True)
         code = 130
+    except Exception as exc:
+        if verbose or not _from_the_database(exc):
+            raise
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        _error(f"database error: {first}; `dagrun db check` checks the database")
+        code = EXIT_FAILED
     sys.exit(code if isinstance(code, int) else EXIT_OK)
+
+
+def _from_the_database(exc: Exception) -> bool:
+    """An error of the database's driver that the store did not translate (a damaged
+    index can break a constraint): told in one line like the store's own. By module name,
+    so a command that never opened the database does not import a driver to ask."""
+    return type(exc).__module__.split(".")[0] in {"sqlite3", "sqlalchemy", "psycopg"}
 
 
 def usage_line(exc: click.UsageError) -> str:

@@ -1,15 +1,17 @@
-"""``dagrun db init``, ``dagrun db check`` and ``dagrun db clean``."""
+"""``dagrun db init``, ``check``, ``backup`` and ``clean``."""
 
 from __future__ import annotations
 
 import sys
+import time
 from datetime import UTC, datetime
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import click
 
 from dagrun.cli.app import App, pass_app
-from dagrun.errors import UsageError
+from dagrun.errors import StoreError, UsageError
 from dagrun.store import retention, schema
 from dagrun.timing.instants import iso, parse_cli_instant
 
@@ -30,12 +32,61 @@ def init(app: App) -> None:
 @db.command("check")
 @pass_app
 def check(app: App) -> None:
-    """Check connectivity and the schema version."""
-    store = app.store
-    with store.read() as conn:
-        version = store.schema_version(conn)
-        now = store.now(conn)
-    click.echo(f"ok: {store!r}, schema version {version}, database clock {now.isoformat()}")
+    """Check the database: it answers, its schema is dagrun's and not newer than this
+    dagrun, SQLite's quick_check finds every page sound, and every row of every table
+    reads (on PostgreSQL: connectivity, schema version and a read of every table). Each
+    problem is named on its own line; exit 1 if there is any. Writes nothing.
+    """
+    from dagrun.store import Store, integrity
+
+    store = Store(app.db_url, create=False, only_home_folder=True)
+    try:
+        found = integrity.check(store)
+    finally:
+        store.dispose()
+    if found.refused is not None:
+        raise StoreError(found.refused)
+    if found.ok:
+        click.echo(
+            f"ok: {found.database}, schema version {found.version}, {found.tables} tables "
+            f"and {found.rows:,} rows read"
+        )
+        return
+    for damage in found.damage:
+        click.echo(f"damaged: {damage}")
+    raise StoreError(
+        f"the database {found.database} is damaged ({len(found.damage)} problem(s) above): "
+        "stop every dagrun process and put a copy made by `dagrun db backup` in its place, "
+        "or move it aside and start a new one"
+    )
+
+
+@db.command("backup")
+@click.argument("path", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--overwrite", is_flag=True, help="Replace PATH if it exists.")
+@pass_app
+def backup(app: App, path: Path, overwrite: bool) -> None:
+    """Copy the SQLite database to PATH, safely while a scheduler and workers run (SQLite's
+    backup API, in one read transaction: the copy is the database at one instant). The
+    copy must pass quick_check before it is named PATH. To restore, stop every dagrun
+    process and put the copy in the database's place. On PostgreSQL use pg_dump.
+
+    \b
+      dagrun db backup /backups/dagrun-2026-12-01.db
+    """
+    from dagrun.store import integrity
+
+    started = time.monotonic()
+    shown = [started]
+
+    def progress(copied: int, total: int) -> None:
+        if time.monotonic() - shown[0] >= 1 or (copied == total and shown[0] != started):
+            shown[0] = time.monotonic()
+            click.echo(f"copied {copied:,} of {total:,} pages…", err=True)
+
+    pages = integrity.backup(app.store, path, overwrite=overwrite, progress=progress)
+    seconds = time.monotonic() - started
+    click.echo(f"copied {app.store.where} to {path.absolute()}: {pages:,} pages in {seconds:.1f}s")
 
 
 @db.command("clean")
@@ -43,8 +94,9 @@ def check(app: App) -> None:
     "--before",
     required=True,
     metavar="D",
-    help="Delete what is older than D: a date (midnight UTC) or an instant "
-    "(2026-01-31T02:30, UTC unless it has an offset).",
+    help="Delete what is older than D: a date (local midnight) or a time "
+    "(2026-01-31T02:30), read in each DAG's timezone for its runs and in UTC for audit "
+    "rows and asset events; with an offset (2026-01-31T00:00+01:00), that instant for all.",
 )
 @click.option("--dry-run", is_flag=True, help="Count what would be deleted; delete nothing.")
 @click.option("--yes", "-y", is_flag=True, help="Do not ask for confirmation.")
@@ -64,21 +116,26 @@ def clean(app: App, before: str, dry_run: bool, yes: bool, batch_size: int) -> N
     log segments no remaining attempt points into. Queued, running and waiting runs stay,
     however old. Safe while a scheduler and workers run. Asks first unless --yes.
 
+    D is read as every command reads a date: 2026-01-01 means midnight of that day in each
+    DAG's own timezone, so a run listed on 2025-12-31 by `dagrun runs list` goes and one
+    listed on 2026-01-01 stays (as Airflow reads a timestamp without an offset in its
+    default timezone).
+
     \b
       dagrun db clean --before 2026-01-01 --dry-run
       dagrun db clean --before 2026-01-01T00:00+01:00 --yes
     """
-    cutoff = parse_cli_instant(before, ZoneInfo("UTC"), what="--before")
+    cutoff = _cutoff(before)
     if not (dry_run or yes or sys.stdin.isatty()):
         raise UsageError("db clean deletes history: pass --yes to confirm (or --dry-run)")
     store = app.store
     planned = retention.plan(store, cutoff, batch=batch_size)
     if dry_run:
-        click.echo(f"would delete, before {iso(cutoff)}: {_rows(planned)}")
+        click.echo(f"would delete, before {_when(cutoff)}: {_rows(planned)}")
         click.echo(f"would free {_logs(planned)}")
         return
     if not yes:
-        click.echo(f"to delete, before {iso(cutoff)}: {_rows(planned)}; {_logs(planned)}")
+        click.echo(f"to delete, before {_when(cutoff)}: {_rows(planned)}; {_logs(planned)}")
         click.confirm("Delete them?", abort=True)
     started = datetime.now(UTC)
 
@@ -88,8 +145,22 @@ def clean(app: App, before: str, dry_run: bool, yes: bool, batch_size: int) -> N
 
     done = retention.clean(store, cutoff, batch=batch_size, progress=progress)
     seconds = (datetime.now(UTC) - started).total_seconds()
-    click.echo(f"deleted, before {iso(cutoff)}: {_rows(done)} in {seconds:.1f}s")
+    click.echo(f"deleted, before {_when(cutoff)}: {_rows(done)} in {seconds:.1f}s")
     click.echo(f"freed {_logs(done)}")
+
+
+def _cutoff(value: str) -> datetime:
+    """--before as given: without an offset a wall-clock time (naive), which retention reads
+    in each DAG's timezone; with one an instant."""
+    parse_cli_instant(value, ZoneInfo("UTC"), what="--before")  # bad input is one line
+    given = datetime.fromisoformat(value.strip())
+    return given if given.tzinfo is None else given.astimezone(UTC)
+
+
+def _when(cutoff: datetime) -> str:
+    if cutoff.tzinfo is not None:
+        return str(iso(cutoff))
+    return f"{cutoff:%Y-%m-%d %H:%M} in each DAG's timezone (UTC for audit rows, asset events)"
 
 
 def _rows(tally: retention.Tally) -> str:

@@ -20,6 +20,7 @@ from dagrun.errors import UsageError
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import FAILED_TASK_STATES, RunState, RunType
 from dagrun.store import Store, audit, operator_actions, run_reads, runs, task_reads
+from dagrun.store.outage import damaged
 from dagrun.timing.timetable import DataInterval
 
 if TYPE_CHECKING:
@@ -183,6 +184,9 @@ def _prepare_page(
         r.logical_date: r.id
         for r in run_reads.runs_between(conn, spec.dag_id, first, last, scheduled=True)
     }
+    missing = [e.interval.start for e in entries if e.interval.start not in by_date]
+    if missing:
+        raise damaged(conn, f"the run of {missing[0].isoformat()} was written but is not found")
     run_pks = [by_date[e.interval.start] for e in entries]
     cleared: dict[int, set[str] | None] = {}
     for e in entries:

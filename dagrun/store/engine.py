@@ -32,8 +32,13 @@ from sqlalchemy.exc import (
 
 from dagrun import processes
 from dagrun.errors import (
+    NotDagrunStore,
     OutageTooLong,
+    StoreDamaged,
     StoreError,
+    StoreFolderMissing,
+    StoreFull,
+    StoreLocked,
     StoreUnavailable,
     UsageError,
 )
@@ -41,10 +46,12 @@ from dagrun.store import migrations, rendered, schema, sql
 from dagrun.store.outage import (
     DRIVER_ERRORS,
     OUTAGE_SECONDS,
+    VALUE_ERRORS,
     Backoff,
     Health,
     first_line,
     translate,
+    where,
 )
 
 log = logging.getLogger("dagrun.store")
@@ -54,6 +61,9 @@ _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 #: power cut can roll back the last commits, which every dagrun transition tolerates (a task
 #: that ran again rewrites the same partition). FULL adds an fsync per commit.
 SQLITE_SYNCHRONOUS = os.environ.get("DAGRUN_SQLITE_SYNCHRONOUS", "NORMAL").upper()
+#: How long a SQLite writer waits for another's write lock before it gives up
+#: (``StoreLocked``): writers hold it for milliseconds, so only a stuck process reaches this.
+SQLITE_BUSY_SECONDS = float(os.environ.get("DAGRUN_SQLITE_BUSY_SECONDS", "60"))
 
 
 def _dispose_after_fork() -> None:
@@ -109,9 +119,13 @@ class Store:
     after it are logged once each (``health``), and its loops retry until the limit.
     """
 
-    def __init__(self, url: str | None = None, *, create: bool = True):
+    def __init__(
+        self, url: str | None = None, *, create: bool = True, only_home_folder: bool = False
+    ):
+        """``only_home_folder`` (what the command line asks for): a SQLite file's missing
+        folder is made only under ``DAGRUN_HOME``; any other is ``StoreFolderMissing``."""
         self.url = normalise_url(url or os.environ.get("DAGRUN_DB_URL") or default_url())
-        self.engine = _make_engine(self.url)
+        self.engine = _make_engine(self.url, only_home_folder)
         _ENGINES.add(self.engine)
         self.caps = capabilities(self.engine.dialect.name)
         self.health: Health | None = None
@@ -127,7 +141,9 @@ class Store:
         return f"<Store {self.engine.url.render_as_string(hide_password=True)}>"
 
     @classmethod
-    def when_available(cls, url: str | None = None, limit: float | None = None) -> Store:
+    def when_available(
+        cls, url: str | None = None, limit: float | None = None, *, only_home_folder: bool = False
+    ) -> Store:
         """A store for a long-running process that may start while the database is away:
         opening it is retried (logged once) for up to the outage limit, and later outages
         are ridden out too (``ride_out_outages``)."""
@@ -135,7 +151,7 @@ class Store:
         started, backoff = time.monotonic(), Backoff()
         while True:
             try:
-                store = cls(url)
+                store = cls(url, only_home_folder=only_home_folder)
                 break
             except StoreUnavailable as exc:
                 waited = time.monotonic() - started
@@ -166,25 +182,38 @@ class Store:
         with self._transaction() as conn:
             yield conn
 
+    @property
+    def where(self) -> str:
+        """The database as messages name it (``outage.where``)."""
+        return where(self.engine.url)
+
     @contextmanager
     def _transaction(self, **options: object) -> Iterator[Connection]:
+        """Every driver error of the transaction, however it reached here, leaves as a
+        ``StoreError`` (``translate``), except a mistake in a statement (a bug)."""
         try:
             with processes.FORK_GUARD.using(), self.engine.connect() as conn:
                 if options:
                     conn = conn.execution_options(**options)
+                changes = _changes(conn)
                 try:
                     with conn.begin():
                         yield conn
                 finally:
                     if options.get("dagrun_schema") and self.dialect == "sqlite":
                         _foreign_keys_back_on(conn)
-        except DRIVER_ERRORS as exc:
-            error = translate(exc)
+                wrote = bool(options.get("dagrun_write")) and (
+                    changes is None or _changes(conn) != changes
+                )
+        except (*DRIVER_ERRORS, *VALUE_ERRORS) as exc:
+            error = translate(exc, self.engine.url)
+            if error is None:
+                raise
             if self.health is not None:
                 self.health.failed(error)
             raise error from exc
         if self.health is not None:
-            self.health.ok()
+            self.health.ok(wrote)
 
     def now(self, conn: Connection | None = None) -> datetime:
         """The clock that decides leases: the server's on PostgreSQL, this host's on SQLite."""
@@ -203,6 +232,7 @@ class Store:
                 if self.dialect == "postgresql":
                     conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
                 if not inspect(conn).has_table("dagrun_meta"):
+                    refuse_foreign(conn, self.where)
                     for statement in _create_statements(conn.dialect):
                         conn.exec_driver_sql(statement)
                     conn.execute(
@@ -214,9 +244,11 @@ class Store:
                 version = self.schema_version(conn)
                 if version < schema.SCHEMA_VERSION:
                     _migrate(conn, version)
+        except _NAMES_THE_DATABASE:
+            raise
         except StoreError as exc:
             raise type(exc)(f"cannot open the database {self!r}: {exc}") from exc
-        except SQLAlchemyError as exc:
+        except (SQLAlchemyError, sqlite3.Error) as exc:
             raise StoreError(f"cannot open the database {self!r}: {first_line(exc)}") from exc
         if version > schema.SCHEMA_VERSION:
             raise StoreError(
@@ -241,6 +273,19 @@ class Store:
 
     def dispose(self) -> None:
         self.engine.dispose()
+
+
+#: Errors whose message names the database and what to do already.
+_NAMES_THE_DATABASE = (StoreDamaged, StoreFull, StoreLocked, NotDagrunStore)
+
+
+def refuse_foreign(conn: Connection, database: str) -> None:
+    """A database with tables but no ``dagrun_meta`` belongs to another program: dagrun
+    writes nothing into it."""
+    tables = sorted(inspect(conn).get_table_names())
+    if tables:
+        shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
+        raise NotDagrunStore(database, f"holds another program's tables ({shown})")
 
 
 def _create_statements(dialect) -> list[str]:
@@ -376,7 +421,7 @@ def _connect_args(parsed) -> dict[str, object]:
     return args
 
 
-def _make_engine(url: str) -> Engine:
+def _make_engine(url: str, only_home_folder: bool) -> Engine:
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -397,14 +442,26 @@ def _make_engine(url: str) -> Engine:
             raise UsageError(_missing_driver(parsed, exc)) from None
     database = parsed.database
     if database and database != ":memory:":
-        try:
-            Path(database).parent.mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise StoreError(f"cannot create the SQLite folder for {database}: {exc}") from exc
-    engine = create_engine(url, connect_args={"timeout": 60})
+        _sqlite_folder(url, Path(database).absolute().parent, only_home_folder)
+    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_SECONDS})
     event.listen(engine, "connect", _sqlite_connect)
     event.listen(engine, "begin", _sqlite_begin)
     return engine
+
+
+def _sqlite_folder(url: str, folder: Path, only_home_folder: bool) -> None:
+    """Make a SQLite file's folder. A folder the command line names outside ``DAGRUN_HOME``
+    (whose own folder the default store makes) is more likely a typo to report than a
+    folder to make."""
+    if folder.is_dir():
+        return
+    home = dagrun_home()
+    if only_home_folder and folder != home and home not in folder.parents:
+        raise StoreFolderMissing(url, str(folder))
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create the SQLite folder {folder}: {exc}") from exc
 
 
 def _sqlite_connect(dbapi_conn, _record) -> None:
@@ -413,7 +470,7 @@ def _sqlite_connect(dbapi_conn, _record) -> None:
     _use_wal(cursor)
     cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute("PRAGMA busy_timeout=60000")
+    cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_SECONDS * 1000)}")
     cursor.close()
 
 
@@ -431,6 +488,13 @@ def _use_wal(cursor) -> None:
             if attempt == 99:
                 raise
             time.sleep(0.05)
+
+
+def _changes(conn: Connection) -> int | None:
+    """SQLite's count of rows this connection has changed, to tell a transaction that wrote
+    from one that only read; None elsewhere (a PostgreSQL write counts as one that wrote)."""
+    raw = conn.connection.dbapi_connection
+    return getattr(raw, "total_changes", None)
 
 
 def _foreign_keys_back_on(conn: Connection) -> None:

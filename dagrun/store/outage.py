@@ -1,11 +1,15 @@
 """Database errors and outages: what a failed transaction means, and riding it out.
 
 A driver error becomes one of dagrun's (``translate``): ``StoreConflict`` when the
-transaction lost a race and may simply be tried again, ``StoreUnavailable`` when the
-database cannot be reached or the connection was lost (an outage), else a plain
-``StoreError``. A long-running process keeps one ``Health`` that every transaction reports
-to, from any thread, so an outage is logged once when it starts and once when it ends, and
-its loops (``ride_out``) retry with ``Backoff`` until ``OUTAGE_SECONDS`` have passed.
+transaction lost a race and may simply be tried again (``StoreLocked`` when SQLite's busy
+timeout ended), ``StoreUnavailable`` when the database cannot be reached or the connection
+was lost (an outage), ``StoreFull`` when the disk under it is full (ridden out as an outage:
+a write succeeds again once space is freed), ``StoreDamaged`` when what it holds cannot be
+read, ``NotDagrunStore`` when it is not dagrun's at all, else a plain ``StoreError``. Each
+says what to do, in one line. A long-running process keeps one ``Health`` that every
+transaction reports to, from any thread, so an outage is logged once when it starts and
+once when it ends, and its loops (``ride_out``) retry with ``Backoff`` until
+``OUTAGE_SECONDS`` have passed; damage and a database that is not dagrun's end them at once.
 """
 
 from __future__ import annotations
@@ -13,14 +17,34 @@ from __future__ import annotations
 import logging
 import math
 import os
+import re
 import sqlite3
 import threading
 import time
 from collections.abc import Callable
 
-from sqlalchemy.exc import InterfaceError, OperationalError
+from sqlalchemy import URL, Connection
+from sqlalchemy.exc import (
+    DataError,
+    DBAPIError,
+    IntegrityError,
+    InterfaceError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+)
 
-from dagrun.errors import DagrunError, OutageTooLong, StoreConflict, StoreError, StoreUnavailable
+from dagrun.errors import (
+    DagrunError,
+    NotDagrunStore,
+    OutageTooLong,
+    StoreConflict,
+    StoreDamaged,
+    StoreError,
+    StoreFull,
+    StoreLocked,
+    StoreUnavailable,
+)
 from dagrun.timing.backoff import Backoff
 
 log = logging.getLogger("dagrun.store")
@@ -39,7 +63,7 @@ class Health:
         self._lock = threading.Lock()
         self._down_since: float | None = None
         self._back_at = -math.inf
-        self._last_error = ""
+        self._last_error: StoreError | None = None
 
     @property
     def down(self) -> bool:
@@ -49,13 +73,15 @@ class Health:
         if not isinstance(error, StoreUnavailable):
             return
         with self._lock:
-            self._last_error = str(error)
+            self._last_error = error
             if self._down_since is None:
                 self._down_since = time.monotonic()
                 log.warning("database unavailable, retrying for up to %g s: %s", self.limit, error)
 
-    def ok(self) -> None:
-        if self._down_since is None:
+    def ok(self, wrote: bool = True) -> None:
+        """A transaction succeeded; ``wrote``: it wrote rows. On a full disk reads and
+        writes that change nothing still succeed: only a write shows space was freed."""
+        if self._down_since is None or (not wrote and isinstance(self._last_error, StoreFull)):
             return
         with self._lock:
             if self._down_since is not None:
@@ -72,7 +98,7 @@ class Health:
         """Raise ``OutageTooLong`` once the current outage has lasted past the limit."""
         since = self._down_since
         if since is not None and time.monotonic() - since > self.limit:
-            raise OutageTooLong(time.monotonic() - since, self.limit, self._last_error)
+            raise OutageTooLong(time.monotonic() - since, self.limit, self._last_error or "")
 
 
 def ride_out(
@@ -90,7 +116,8 @@ def ride_out(
     A database error is ridden out: the turn runs again after ``backoff``'s next delay.
     What cannot be ridden out ends the loop and goes to ``fail``: the outage past
     ``health``'s limit, or any other of dagrun's errors (a bug: better stop the process
-    loudly than have it go on without this loop).
+    loudly than have it go on without this loop). The limit is checked after a turn that
+    succeeded too: on a full disk a turn that only reads succeeds while every write fails.
     """
     backoff = backoff or Backoff()
     wait = 0.0
@@ -98,11 +125,16 @@ def ride_out(
         try:
             wait = turn()
             backoff.reset()
+            if health is not None:
+                health.check()
+        except OutageTooLong as fatal:
+            fail(fatal)
+            return
         except StoreError as exc:
             wait = backoff.next()
             try:
                 note_failure(health, exc, what)
-            except OutageTooLong as fatal:
+            except StoreError as fatal:
                 fail(fatal)
                 return
         except DagrunError as exc:
@@ -110,42 +142,138 @@ def ride_out(
             return
 
 
+#: What no wait mends: damage, and a database that is not dagrun's.
+_LASTING = (StoreDamaged, NotDagrunStore)
+
+
 def note_failure(health: Health | None, error: StoreError, what: str) -> None:
-    """``what`` failed with ``error`` and will be tried again: raise ``OutageTooLong`` once
-    the outage has lasted past its limit, else log the error unless ``health`` logged the
-    outage it belongs to already."""
+    """``what`` failed with ``error`` and will be tried again: raise ``error`` itself when
+    no wait mends it (``_LASTING``), ``OutageTooLong`` once the outage has lasted past its
+    limit, else log the error unless ``health`` logged the outage it belongs to already."""
+    if isinstance(error, _LASTING):
+        raise error
     if health is not None:
         health.check()
     if health is None or not health.down:
         log.warning("%s failed, will retry: %s", what, error)
 
 
-#: Errors of reaching and using the database; others (an IntegrityError...) pass as they are.
-DRIVER_ERRORS = (OperationalError, InterfaceError)
+#: Errors of the driver: raised through SQLAlchemy, or straight from the driver's cursor
+#: (SQLite reports damage met while fetching rows there).
+DRIVER_ERRORS = (DBAPIError, sqlite3.Error)
+#: What reading a damaged value can raise besides (``unreadable``).
+VALUE_ERRORS = (ValueError, TypeError)
 #: PostgreSQL SQLSTATEs of a transaction that lost a race: deadlock victim, serialisation
 #: failure, lock not available. SQLite says "database is locked" when its busy timeout ends.
 _CONFLICT_STATES = {"40P01", "40001", "55P03"}
+#: PostgreSQL SQLSTATEs of a full disk and of damaged data or indexes.
+_FULL_STATES = {"53100"}
+_DAMAGED_STATES = {"XX001", "XX002"}
+#: SQLite's primary result codes (``sqlite3.Error.sqlite_errorcode & 0xFF``).
+_SQLITE_BUSY = {5, 6}  # SQLITE_BUSY, SQLITE_LOCKED
+_SQLITE_FULL = 13
+_SQLITE_DAMAGED = 11  # SQLITE_CORRUPT
+_SQLITE_NOT_A_DATABASE = 26  # SQLITE_NOTADB
+#: SQLite cannot reach its file: SQLITE_PERM, SQLITE_READONLY, SQLITE_IOERR,
+#: SQLITE_CANTOPEN (SQLite reports mistakes in statements as operational errors too, and
+#: those are no outage).
+_SQLITE_UNAVAILABLE = {3, 8, 10, 14}
+#: What Python's sqlite3 says of a stored text value that is not UTF-8.
+_UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
+#: Driver errors that are mistakes in dagrun's own statements (a broken constraint, bad
+#: SQL): bugs, raised as they are rather than taken for the database's state.
+_MISTAKES = (IntegrityError, ProgrammingError, DataError, NotSupportedError)
 
 
-def translate(exc: Exception) -> StoreError:
-    """A driver error as dagrun's: a conflict to retry, an outage, or a plain StoreError."""
+def translate(exc: Exception, url: URL) -> StoreError | None:
+    """A driver error as dagrun's, naming the database where it is the database's state:
+    a conflict to retry, an outage, a full disk, damage, a file that is not dagrun's, or a
+    plain StoreError; None for a mistake in a statement (``_MISTAKES``) and for a
+    ``VALUE_ERRORS`` that did not come from reading the database."""
+    database = where(url)
+    if isinstance(exc, VALUE_ERRORS):
+        if not unreadable(exc):
+            return None
+        detail = f"a stored value cannot be read: {first_line(exc)}"
+        return StoreDamaged(database, detail, _restore(url.get_backend_name()))
     orig = getattr(exc, "orig", None) or exc
-    message = f"database error: {first_line(exc)}"
-    state = getattr(orig, "sqlstate", None)
-    if state in _CONFLICT_STATES or "database is locked" in str(orig):
-        return StoreConflict(message)
     if isinstance(orig, sqlite3.Error):
-        unavailable = any(words in str(orig) for words in _SQLITE_UNAVAILABLE)
-    else:
-        unavailable = isinstance(exc, OperationalError | InterfaceError)
-    if unavailable or getattr(exc, "connection_invalidated", False):
+        return _translate_sqlite(exc, orig, database)
+    state = getattr(orig, "sqlstate", None)
+    message = f"database error: {first_line(exc)}"
+    if state in _CONFLICT_STATES:
+        return StoreConflict(message)
+    if state in _FULL_STATES:
+        return StoreFull(database, first_line(exc))
+    if state in _DAMAGED_STATES:
+        return StoreDamaged(database, first_line(exc), _restore("postgresql"))
+    if isinstance(exc, _MISTAKES):
+        return None
+    if isinstance(exc, OperationalError | InterfaceError) or getattr(
+        exc, "connection_invalidated", False
+    ):
         return StoreUnavailable(message)
     return StoreError(message)
 
 
-#: What SQLite says when its file cannot be reached (SQLite reports mistakes in statements
-#: as operational errors too, and those are no outage).
-_SQLITE_UNAVAILABLE = ("unable to open", "disk I/O error", "readonly database", "no such file")
+def _translate_sqlite(exc: Exception, orig: sqlite3.Error, database: str) -> StoreError | None:
+    detail = first_line(orig)
+    code = (getattr(orig, "sqlite_errorcode", None) or 0) & 0xFF
+    undecodable = _UNDECODABLE.match(detail)
+    if code in _SQLITE_BUSY:
+        return StoreLocked(database, detail)
+    if code == _SQLITE_FULL:
+        return StoreFull(database, detail)
+    if code == _SQLITE_DAMAGED or undecodable:
+        if undecodable:
+            detail = f"column '{undecodable[1]}' holds text that is not UTF-8"
+        return StoreDamaged(database, detail, _restore("sqlite"))
+    if code == _SQLITE_NOT_A_DATABASE:
+        return NotDagrunStore(database, f"is not a SQLite database ({detail})")
+    if isinstance(orig, sqlite3.IntegrityError | sqlite3.ProgrammingError | sqlite3.DataError):
+        return None
+    message = f"database error: {detail}"
+    if code in _SQLITE_UNAVAILABLE or getattr(exc, "connection_invalidated", False):
+        return StoreUnavailable(message)
+    return StoreError(message)
+
+
+#: Where dagrun's own code calls the driver: an error the driver raises surfaces there.
+_DRIVER_CALLERS = {"dagrun.store.sql", "dagrun.store.engine", "dagrun.store.integrity"}
+
+
+def unreadable(exc: BaseException) -> bool:
+    """Whether a ValueError or TypeError is a stored value that cannot be read: raised in
+    SQLAlchemy (turning a damaged text into an instant), or a UnicodeDecodeError raised by
+    the driver itself (Python's sqlite3 raises one in place of SQLite's error when that
+    error quotes damaged text, such as a damaged schema's)."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
+    driver = isinstance(exc, UnicodeDecodeError) and module in _DRIVER_CALLERS
+    return module.split(".")[0] == "sqlalchemy" or driver
+
+
+def _restore(backend: str) -> str:
+    """How to restore a damaged database."""
+    if backend == "sqlite":
+        return "restore the file from a copy made by `dagrun db backup`"
+    return "restore it from a backup (pg_dump)"
+
+
+def where(url: URL) -> str:
+    """The database as messages name it: a SQLite file's path, else its URL without the
+    password."""
+    if url.get_backend_name() == "sqlite":
+        return str(url.database)
+    return url.render_as_string(hide_password=True)
+
+
+def damaged(conn: Connection, detail: str) -> StoreDamaged:
+    """Damage dagrun noticed itself: a row it wrote in this transaction does not read back
+    (a damaged index answers without an error)."""
+    return StoreDamaged(where(conn.engine.url), detail, _restore(conn.dialect.name))
 
 
 def first_line(exc: BaseException) -> str:

@@ -1,5 +1,9 @@
 """Retention: finished history older than a cutoff is deleted (``dagrun db clean``).
 
+The cutoff is an instant, or a wall-clock time (a naive ``datetime``: ``db clean --before
+2026-01-01``) read in each DAG's own timezone for that DAG's runs, as every command reads a
+date, and in UTC for audit rows and asset events (``cutoff_in``).
+
 What goes: runs that ended (success or failed) with a logical date before the cutoff, with
 their task instances, attempts, callbacks and partition-write records; audit rows from
 before the cutoff; asset events from before it that a newer event of the same asset and
@@ -55,6 +59,7 @@ from dagrun.store.schema import (
 from dagrun.store.sql import Statement, name_all
 from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
+from dagrun.timing.instants import get_zone, wall_to_utc
 
 #: Runs deleted per transaction: short enough that a scheduler waits milliseconds for it.
 BATCH_RUNS = 1000
@@ -71,6 +76,7 @@ _BUSY_TASKS = (
 )
 _OPEN_CALLBACKS = (CallbackState.PENDING, CallbackState.RUNNING)
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
+_LATEST = datetime.max.replace(tzinfo=UTC)
 
 ti = task_instance
 
@@ -114,8 +120,9 @@ _IDLE = and_(
         callback.c.state.in_([s.value for s in _OPEN_CALLBACKS]),
     ),
 )
-_DAG_IDS = Statement(
-    "Every DAG id (runs are found per DAG, by its date index).", select(dag.c.dag_id)
+_DAGS = Statement(
+    "Every DAG id, with its timezone (runs are found per DAG, by its date index).",
+    select(dag.c.dag_id, dag.c.timezone),
 )
 _OLD_RUNS = Statement(
     "A DAG's finished, idle runs with a logical date before ``b_before``, after the cursor "
@@ -277,7 +284,7 @@ def plan(
             deleted_refs.update(_log_refs(conn, pks))
     with store.read() as conn:
         for name, _, count, _ in _WALKS:
-            setattr(found, name, sql.scalar(conn, count, {"b_before": before}))
+            setattr(found, name, sql.scalar(conn, count, {"b_before": cutoff_in(before, "UTC")}))
         if deleted_refs:
             remaining = _referenced(conn)
             remaining.subtract(deleted_refs)
@@ -323,14 +330,14 @@ def _batches(store: Store, before: datetime, batch: int) -> Iterator[list[int]]:
     """The candidate runs, ``batch`` at a time, DAG after DAG, oldest first in each; each
     read is a short transaction of its own (the next batch is read after the last one went)."""
     with store.read() as conn:
-        dag_ids = sql.scalars(conn, _DAG_IDS)
+        dags = sql.tuples(conn, _DAGS)
     pending: list[int] = []
-    for dag_id in dag_ids:
+    for dag_id, zone in dags:
         after, after_id = _EARLIEST, 0
         while True:
             params = {
                 "b_dag_id": dag_id,
-                "b_before": before,
+                "b_before": cutoff_in(before, zone),
                 "b_after": after,
                 "b_after_id": after_id,
                 "b_limit": batch - len(pending),
@@ -371,6 +378,7 @@ def _delete_runs(store: Store, pks: list[int], tries: int = 3) -> tuple[Tally, s
 
 def _walk(store: Store, next_ids: Statement, remove: Statement, before: datetime, batch: int):
     """Delete the old rows of a table ``batch`` at a time in id order; how many went."""
+    before = cutoff_in(before, "UTC")
     after, deleted = 0, 0
     while True:
         params = {"b_after": after, "b_before": before, "b_limit": batch}
@@ -381,6 +389,19 @@ def _walk(store: Store, next_ids: Statement, remove: Statement, before: datetime
         with store.write() as conn:
             deleted += sql.execute(conn, remove, {"b_ids": ids, "b_before": before}).rowcount
         after = ids[-1]
+
+
+def cutoff_in(before: datetime, zone: str) -> datetime:
+    """The cutoff as an instant: ``before`` as given when it has an offset, else its
+    wall-clock time in ``zone`` (a DAG's timezone for that DAG's runs, UTC for audit rows
+    and asset events). A wall-clock time that falls outside what ``datetime`` holds in that
+    zone is the first or the last instant there is."""
+    if before.tzinfo is not None:
+        return before.astimezone(UTC)
+    try:
+        return wall_to_utc(before, get_zone(zone))
+    except OverflowError:
+        return _EARLIEST if before.year == 1 else _LATEST
 
 
 def _pks(pks: list[int]) -> dict[str, list[int]]:
