@@ -1,10 +1,12 @@
 """Secrets masking: every secret this process knows becomes ``***`` in attempt logs.
 
 The secrets: every connection password, stored or in a ``DAGRUN_CONN_<ID>`` URI (decoded, and
-as written in the URI, percent-encoded), and the value of every variable whose key contains
-``password``, ``secret``, ``token``, ``api_key`` or ``private_key`` (in any case), stored or in
+as written in the URI, percent-encoded), the values of a stored connection's ``extra`` under
+a sensitive key, and the value of every variable whose key contains ``password``,
+``secret``, ``token``, ``api_key`` or ``private_key`` (in any case), stored or in
 ``DAGRUN_VAR_<KEY>``. A secret shorter than ``MIN_LENGTH`` characters is never masked: ``***``
 for every ``ab`` would make logs unreadable, and would show where the secret's letters are.
+The rule, and the replacing, are ``dagrun.store.sensitive``'s: the web page hides the same.
 
 A worker child learns them without a query per attempt (small tasks cost a fraction of a
 millisecond each): the environment's, and the store's with one query, are read again at
@@ -30,16 +32,14 @@ from typing import TYPE_CHECKING, TextIO, TypedDict
 
 from dagrun.errors import StoreError
 from dagrun.runtime.environment import environment_secrets
+from dagrun.store.sensitive import REPLACEMENT, longest_first, maskable, secrets_pattern
 
 if TYPE_CHECKING:
     import subprocess
 
-#: Shorter secrets are not masked (see the module's docstring).
-MIN_LENGTH = 4
 #: How old the secrets read from the store and the environment may get before an attempt
 #: reads them again.
 REFRESH_SECONDS = 5.0
-REPLACEMENT = "***"
 
 #: A line longer than this is masked and written in pieces rather than held whole.
 _LONGEST_LINE = 1 << 16
@@ -70,7 +70,7 @@ class Masker:
 
     def know(self, secrets: Iterable[str]) -> None:
         """Know exactly ``secrets`` from now on (the short ones left out)."""
-        kept = frozenset(s for s in secrets if isinstance(s, str) and len(s) >= MIN_LENGTH)
+        kept = maskable(secrets)
         if kept == self._secrets:
             return
         self._secrets = kept
@@ -82,7 +82,8 @@ class Masker:
         if not self._secrets:
             return text
         if self._text is None:
-            self._text = re.compile("|".join(map(re.escape, self._longest_first())))
+            self._text = secrets_pattern(self._secrets)
+        assert self._text is not None  # there are secrets, so there is a pattern
         return self._text.sub(REPLACEMENT, text)
 
     def mask_bytes(self, data: bytes) -> bytes:
@@ -91,13 +92,11 @@ class Masker:
             return data
         if self._bytes is None:
             encoded = (
-                re.escape(s.encode("utf-8", "surrogateescape")) for s in self._longest_first()
+                re.escape(s.encode("utf-8", "surrogateescape"))
+                for s in longest_first(self._secrets)
             )
             self._bytes = re.compile(b"|".join(encoded))
         return self._bytes.sub(REPLACEMENT.encode(), data)
-
-    def _longest_first(self) -> list[str]:
-        return sorted(self._secrets, key=len, reverse=True)
 
 
 class SecretCache:

@@ -159,6 +159,32 @@ def good_source(conn: Connection, path: str) -> str | None:
     return sql.scalar(conn, _GOOD_SOURCE, {"b_path": path})
 
 
+@dataclass(frozen=True)
+class FileSource:
+    """What the web page shows of a DAG file: the source its DAGs run from (that of its last
+    parse that succeeded; None if the store kept none), and the error of its last parse."""
+
+    path: str
+    parsed_at: datetime
+    source: str | None
+    error: str | None
+    error_line: int | None
+
+
+_FILE_SOURCE = Statement(
+    "A DAG file's last good source, when it was last parsed and that parse's error.",
+    select(*dag_file.c["path", "parsed_at", "good_source", "error", "error_line"]).where(
+        dag_file.c.path == _b("path")
+    ),
+)
+
+
+def file_source(conn: Connection, path: str) -> FileSource | None:
+    """The source and last parse of the file at ``path``; None for a file no longer known."""
+    row = sql.first(conn, _FILE_SOURCE, {"b_path": path})
+    return None if row is None else FileSource(*row)
+
+
 _DAG_SELECT = select(
     *dag.c["dag_id", "fileloc", "is_paused", "is_active", "spec_hash", "spec"],
     dag.c.next_logical_date,

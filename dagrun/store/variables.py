@@ -6,14 +6,15 @@ audits each change in the transaction that makes it.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from datetime import datetime
 
-from sqlalchemy import Connection, delete, func, or_, select, union_all
+from sqlalchemy import Connection, delete, func, literal, or_, select, union_all
 
 from dagrun.store import sql
 from dagrun.store.schema import connection, variable
-from dagrun.store.sensitive import SENSITIVE_WORDS
+from dagrun.store.sensitive import SENSITIVE_WORDS, extra_secrets
 from dagrun.store.sql import Statement, name_all, upsert
 from dagrun.store.sql import bind as _b
 
@@ -37,10 +38,11 @@ DELETE_VARIABLE = Statement(
 )
 STORED_SECRETS = Statement(
     "What masking hides that the store holds, in one query: the value of every variable "
-    "whose key names a secret (in any case, as ``sensitive.is_sensitive`` judges), and every "
-    "connection password.",
+    "whose key names a secret (in any case, as ``sensitive.is_sensitive`` judges), every "
+    "connection password, and every connection extra (its sensitive fields are picked "
+    "out of the JSON by ``stored_secrets``).",
     union_all(
-        select(variable.c.value).where(
+        select(literal(False), variable.c.value).where(
             or_(
                 *(
                     func.lower(variable.c.key).contains(word, autoescape=True)
@@ -48,7 +50,8 @@ STORED_SECRETS = Statement(
                 )
             )
         ),
-        select(connection.c.password).where(connection.c.password.is_not(None)),
+        select(literal(False), connection.c.password).where(connection.c.password.is_not(None)),
+        select(literal(True), connection.c.extra).where(connection.c.extra.is_not(None)),
     ),
 )
 
@@ -89,6 +92,18 @@ def delete_variable(conn: Connection, key: str) -> bool:
 
 
 def stored_secrets(conn: Connection) -> list[str]:
-    """Every stored value that is a secret: sensitive variables' values and connection
-    passwords together, in one query, as a worker child reads them every few seconds."""
-    return sql.scalars(conn, STORED_SECRETS)
+    """Every stored value that is a secret: sensitive variables' values, connection
+    passwords and the sensitive fields of connection extras together, in one query, as a
+    worker child reads them every few seconds."""
+    found: list[str] = []
+    for is_extra, value in sql.tuples(conn, STORED_SECRETS):
+        found.extend(extra_secrets(_decoded(value)) if is_extra else [value])
+    return found
+
+
+def _decoded(extra: str) -> object:
+    """A stored extra's JSON; None for text that is not JSON (it holds no known field)."""
+    try:
+        return json.loads(extra)
+    except ValueError:
+        return None

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection, and_, delete, insert, select
+from sqlalchemy import Connection, Integer, and_, delete, func, insert, select
 
 from dagrun.store import run_reads, sql
+from dagrun.store.schema import task_instance as ti
 from dagrun.store.schema import xcom
 from dagrun.store.sql import Statement, binds, name_all
 from dagrun.store.sql import bind as _b
@@ -111,6 +113,76 @@ def _values(
         if value is not None:
             found.setdefault(task_id, {})[map_index] = json.loads(value)
     return found
+
+
+# ---------------------------------------------------------------- a task instance's values
+
+
+@dataclass(frozen=True)
+class StoredValue:
+    """A value a task instance left, as a page shows it: its key (``RETURN_KEY`` for its
+    return value), its size in characters of JSON text, and its first characters."""
+
+    key: str
+    size: int
+    head: str
+
+    @property
+    def whole(self) -> bool:
+        return len(self.head) == self.size
+
+
+_HEAD = _b("head", type_=Integer)
+RETURN_VALUE_HEAD = Statement(
+    "A task instance's return value: its size, and its first ``b_head`` characters.",
+    select(func.length(ti.c.return_value), func.substr(ti.c.return_value, 1, _HEAD)).where(
+        ti.c.id == _b("ti_id"), ti.c.return_value.is_not(None)
+    ),
+)
+_INSTANCE = and_(
+    xcom.c.run_pk == _b("run_pk"),
+    xcom.c.task_id == _b("task_id"),
+    xcom.c.map_index == _b("map_index"),
+)
+PUSHED_HEADS = Statement(
+    "What a task instance pushed, by key: each value's size and first ``b_head`` characters.",
+    select(xcom.c.key, func.length(xcom.c.value), func.substr(xcom.c.value, 1, _HEAD))
+    .where(_INSTANCE)
+    .order_by(xcom.c.key),
+)
+RETURN_VALUE = Statement(
+    "A task instance's whole return value (JSON text).",
+    select(ti.c.return_value).where(ti.c.id == _b("ti_id")),
+)
+PUSHED_VALUE = Statement(
+    "What a task instance pushed under one key, whole (JSON text).",
+    select(xcom.c.value).where(_INSTANCE, xcom.c.key == _b("key")),
+)
+
+
+def instance_values(
+    conn: Connection, ti_id: int, run_pk: int, task_id: str, map_index: int, head: int
+) -> list[StoredValue]:
+    """A task instance's return value (first, if it has one) and what it pushed, each cut
+    to its first ``head`` characters: a page never reads a huge value whole."""
+    found = [
+        StoredValue(RETURN_KEY, size, text)
+        for size, text in sql.tuples(conn, RETURN_VALUE_HEAD, {"b_ti_id": ti_id, "b_head": head})
+    ]
+    where = {"b_run_pk": run_pk, "b_task_id": task_id, "b_map_index": map_index, "b_head": head}
+    found += [StoredValue(*row) for row in sql.tuples(conn, PUSHED_HEADS, where)]
+    return found
+
+
+def instance_value(
+    conn: Connection, ti_id: int, run_pk: int, task_id: str, map_index: int, key: str
+) -> str | None:
+    """The whole JSON text a task instance left under ``key`` (its return value for
+    ``RETURN_KEY``, else what it pushed); None when it left nothing there."""
+    if key == RETURN_KEY:
+        return sql.scalar(conn, RETURN_VALUE, {"b_ti_id": ti_id})
+    where = {"b_run_pk": run_pk, "b_task_id": task_id, "b_map_index": map_index, "b_key": key}
+    return sql.scalar(conn, PUSHED_VALUE, where)
 
 
 name_all(globals(), prefix="xcoms.")

@@ -1,5 +1,6 @@
 """The HTML pages: DAG list, import errors and warnings, run grid, run, a run's Gantt,
-durations over time, attempt log, audit log, and static files.
+durations over time, a DAG's source, a task instance's values, attempt log (followed while
+it runs), variables, connections and pools, audit log, and static files.
 
 Each handler is called as ``handler(site, request, **url_params)`` and returns a Response; a
 missing DAG, run, task or try raises and becomes a 404 page in ``WebApp.respond``.
@@ -11,8 +12,10 @@ from typing import TYPE_CHECKING, Any
 
 from dagrun.states import RunState
 from dagrun.store import dag_reads, run_reads, task_reads
+from dagrun.webapp import live_log
 from dagrun.webapp.asset_views import read_assets, read_dag_assets
 from dagrun.webapp.callback_views import read_callback, read_callbacks
+from dagrun.webapp.config_views import read_connections, read_pools, read_variables
 from dagrun.webapp.durations import MAX_RUNS, read_durations, runs_param
 from dagrun.webapp.gantt import read_gantt
 from dagrun.webapp.grid import GridShape
@@ -27,7 +30,9 @@ from dagrun.webapp.models import (
     read_run,
 )
 from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Paging
+from dagrun.webapp.source_view import read_source
 from dagrun.webapp.templates import render
+from dagrun.webapp.values_view import download_name, read_value, read_values, task_instance_of
 
 if TYPE_CHECKING:
     from dagrun.store.run_reads import RunRow
@@ -153,19 +158,19 @@ def dag_assets(site: Site, request: Request, dag_id: str) -> Response:
 def log(
     site: Site, request: Request, dag_id: str, run_id: str, task_id: str, try_number: str
 ) -> Response:
+    """An attempt's log; a running attempt's as far as it is written, which the page then
+    follows as it grows (``live_log``, ``follow_log.js``) instead of refreshing."""
     index = _map_index(request)
     with site.store.read() as conn:
         info = read_dag(site.store, conn, dag_id)
         dag_run = run_reads.run_by_id(conn, dag_id, run_id)
-        try:
-            instance = task_reads.task_instance(conn, dag_run, task_id, index)
-        except task_reads.MappedTaskError as exc:
-            raise BadRequest(f"{exc} (?map_index=N)") from None
+        instance = task_instance_of(conn, dag_run, task_id, index)
         others = task_reads.attempts(conn, instance.id)
         attempt = task_reads.attempt(
             conn, dag_id, dag_run.id, task_id, int(try_number), instance.id
         )
-    text = read_log(attempt, site.logs_root, site.log_tail_bytes)
+    running = attempt.ended_at is None
+    name = live_log.AttemptName(dag_id, task_id, instance.map_index)
     return _dag_page(
         site,
         "log.html",
@@ -175,8 +180,10 @@ def log(
         attempt=attempt,
         attempts=others,
         map_index=instance.map_index,
-        log=text,
-        refresh=_refresh(site, request, attempt.ended_at is None),
+        log=None if running else read_log(attempt, site.logs_root, site.log_tail_bytes),
+        live=live_log.follow(attempt, name, site.logs_root, 0, site.log_tail_bytes)
+        if running
+        else None,
     )
 
 
@@ -188,6 +195,50 @@ def _map_index(request: Request) -> int | None:
     if not value.isdigit() or len(value) > 9:
         raise BadRequest(f"map_index must be a whole number, not {value!r}")
     return int(value)
+
+
+def values(site: Site, request: Request, dag_id: str, run_id: str, task_id: str) -> Response:
+    """What a task instance returned (TaskFlow) and pushed (XComs), as indented JSON."""
+    view = read_values(site.store, dag_id, run_id, task_id, _map_index(request))
+    return _dag_page(site, "values.html", request, view.dag, run=view.run, view=view)
+
+
+def value_download(
+    site: Site, request: Request, dag_id: str, run_id: str, task_id: str
+) -> Response:
+    """One value a task instance left (``?key=``), whole, as a JSON file to save."""
+    key = request.query.get("key")
+    if not key:
+        raise BadRequest("name the value with ?key= (return_value for what the task returned)")
+    index = _map_index(request)
+    text = read_value(site.store, dag_id, run_id, task_id, index, key)
+    name = download_name(task_id, key, -1 if index is None else index)
+    return Response(
+        text.encode(),
+        "application/json; charset=utf-8",
+        headers=[("Content-Disposition", f'attachment; filename="{name}"')],
+    )
+
+
+def source(site: Site, request: Request, dag_id: str) -> Response:
+    """A DAG's source as its last good parse read it, highlighted, with its file's error."""
+    view = read_source(site.store, dag_id)
+    return _dag_page(site, "source.html", request, view.dag, view=view)
+
+
+def variables(site: Site, request: Request) -> Response:
+    """The stored variables; the values of keys naming a secret as ``***``."""
+    return _page(site, "variables.html", request, variables=read_variables(site.store))
+
+
+def connections(site: Site, request: Request) -> Response:
+    """The stored connections; passwords and sensitive extra fields as ``***``."""
+    return _page(site, "connections.html", request, connections=read_connections(site.store))
+
+
+def pools(site: Site, request: Request) -> Response:
+    """The pools with their slots and the tasks running and queued in them."""
+    return _page(site, "pools.html", request, pools=read_pools(site.store))
 
 
 def audit_log(site: Site, request: Request, dag_id: str | None = None) -> Response:

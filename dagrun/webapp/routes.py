@@ -21,6 +21,7 @@ _LOG = (
     rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/tries/(?P<try_number>\d{{1,9}})/log"
 )
 _CALLBACK_LOG = rf"/dags/{_DAG}/runs/{_RUN}/callbacks/(?P<callback_id>\d{{1,9}})/log"
+_VALUES = rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/values"
 _TABLE: list[tuple[str, Handler]] = [
     (r"/", pages.dag_list),
     (r"/import-errors", pages.import_errors),
@@ -28,10 +29,16 @@ _TABLE: list[tuple[str, Handler]] = [
     (rf"/dags/{_DAG}/audit", pages.audit_log),
     (rf"/dags/{_DAG}/durations", pages.durations),
     (r"/assets", pages.assets),
+    (r"/pools", pages.pools),
+    (r"/variables", pages.variables),
+    (r"/connections", pages.connections),
+    (rf"/dags/{_DAG}/source", pages.source),
     (rf"/dags/{_DAG}/assets", pages.dag_assets),
     (rf"/dags/{_DAG}/graph", pages.graph),
     (rf"/dags/{_DAG}(?:/grid)?", pages.grid),
     (_LOG, pages.log),
+    (_VALUES, pages.values),
+    (rf"{_VALUES}/download", pages.value_download),
     (rf"/dags/{_DAG}/runs/{_RUN}/gantt", pages.gantt),
     (_CALLBACK_LOG, pages.callback_log),
     (rf"/dags/{_DAG}/runs/{_RUN}", pages.run),

@@ -15,6 +15,7 @@ from jinja2 import Environment, PackageLoader, StrictUndefined
 
 from dagrun.states import TaskState
 from dagrun.timing.instants import iso
+from dagrun.webapp import source_view
 from dagrun.webapp.formatting import fmt_duration, local, utc
 from dagrun.webapp.http import Request, Response
 from dagrun.webapp.urls import (
@@ -24,18 +25,23 @@ from dagrun.webapp.urls import (
     gantt_url,
     graph_url,
     grid_url,
+    log_tail_url,
     log_url,
     run_url,
+    source_url,
     url_with,
+    value_download_url,
+    values_url,
 )
 
 StaticFiles = dict[str, tuple[bytes, str]]
 
 
 def load_static() -> StaticFiles:
-    """Static files read once into memory: a request names a file, never a path."""
+    """Static files read once into memory: a request names a file, never a path. The
+    colours of a DAG's source are made from Pygments' styles here."""
     folder = files("dagrun.web").joinpath("static")
-    found = {}
+    found = {source_view.STYLESHEET: (source_view.stylesheet(), "text/css")}
     for entry in folder.iterdir():
         if entry.is_file():
             kind = mimetypes.guess_type(entry.name)[0] or "application/octet-stream"
@@ -62,6 +68,10 @@ def environment(static_files: StaticFiles) -> Environment:
         gantt_url=gantt_url,
         durations_url=durations_url,
         assets_url=assets_url,
+        source_url=source_url,
+        values_url=values_url,
+        value_download_url=value_download_url,
+        log_tail_url=log_tail_url,
         static=lambda name: f"/static/{name}?v={versions[name]}",
         states=[s.value for s in TaskState],
     )

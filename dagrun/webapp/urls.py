@@ -54,6 +54,33 @@ def log_url(dag_id: str, run_id: str, task_id: str, try_number: int, map_index: 
     return f"{path}?map_index={map_index}" if map_index >= 0 else path
 
 
+def log_tail_url(
+    dag_id: str, run_id: str, task_id: str, try_number: int, map_index: int = -1
+) -> str:
+    """What an attempt's log holds after a byte offset (``&offset=N``), as JSON: the log
+    page of a running attempt follows it."""
+    return f"/api{log_url(dag_id, run_id, task_id, try_number, map_index)}"
+
+
+def source_url(dag_id: str) -> str:
+    """A DAG's source, as its last good parse read it."""
+    return f"/dags/{_q(dag_id)}/source"
+
+
+def values_url(dag_id: str, run_id: str, task_id: str, map_index: int = -1) -> str:
+    """What a task instance returned and pushed (XComs)."""
+    path = f"{run_url(dag_id, run_id)}/tasks/{_q(task_id)}/values"
+    return f"{path}?map_index={map_index}" if map_index >= 0 else path
+
+
+def value_download_url(
+    dag_id: str, run_id: str, task_id: str, key: str, map_index: int = -1
+) -> str:
+    """One value a task instance left, whole, as a JSON file."""
+    query = {"key": key, **({"map_index": map_index} if map_index >= 0 else {})}
+    return f"{run_url(dag_id, run_id)}/tasks/{_q(task_id)}/values/download?{urlencode(query)}"
+
+
 def url_with(request: Request, **changes: Any) -> str:
     """This page's URL with some query parameters changed (None removes one)."""
     query = {k: v for k, v in {**request.query, **changes}.items() if v is not None}
