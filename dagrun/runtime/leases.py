@@ -3,8 +3,10 @@
 The worker's loop may be busy (a big claim, forking a child, a database that stalls it);
 leases must not wait for it. The keeper renews every lease the worker holds about every
 third of its length, and tells the worker of attempts an operator took away
-(``store.operator_actions``), to stop them. It sweeps nothing: the queue's upkeep is a loop
-of its own (``runtime.upkeep``). An error it cannot ride out stops the worker.
+(``store.operator_actions``), to stop them. It also keeps the worker's heartbeat
+(``store.heartbeats``): in the transaction that renews leases when one is due, in one of
+its own every few seconds when none is. It sweeps nothing: the queue's upkeep is a loop of
+its own (``runtime.upkeep``). An error it cannot ride out stops the worker.
 """
 
 from __future__ import annotations
@@ -16,13 +18,15 @@ from collections.abc import Callable
 
 from dagrun.runtime.loops import SideLoop
 from dagrun.store import Store, attempts
+from dagrun.store.heartbeats import Pulse
 from dagrun.timing.backoff import Backoff
 
 log = logging.getLogger("dagrun.worker")
 
 
 class LeaseKeeper(SideLoop):
-    """Renews the leases in ``held()`` and looks for attempts an operator stopped (every
+    """Renews the leases in ``held()``, beats the worker's ``pulse`` (with the clock offset
+    ``offset()`` returns) and looks for attempts an operator stopped (every
     ``look_interval``), until ``stop()``; tells the worker of a fatal error (``fail``) and
     of the attempts to stop (``stop_attempts``)."""
 
@@ -38,9 +42,13 @@ class LeaseKeeper(SideLoop):
         look_interval: float,
         fail: Callable[[BaseException], None],
         stop_attempts: Callable[[set[tuple[int, int]]], None],
+        pulse: Pulse,
+        offset: Callable[[], float | None],
     ) -> None:
         super().__init__(store, fail)
         self.owner = owner
+        self.pulse = pulse
+        self.offset = offset
         self.lease_seconds = lease_seconds
         #: How often leases are renewed: about every third of their length.
         self.every = lease_seconds / 3
@@ -66,30 +74,39 @@ class LeaseKeeper(SideLoop):
         return Backoff(cap=self.every)  # back soon after an outage: renew before others reap
 
     def turn(self) -> float:
-        """Extend the leases, look for stopped attempts, each when due; the seconds until
-        the next is due."""
+        """Extend the leases (beating too), beat, look for stopped attempts, each when due;
+        the seconds until the next is due."""
         if time.monotonic() >= self._next_extend:
             self.extend()
             self._next_extend = time.monotonic() + self.every
+        if self.pulse.due():
+            self.beat()
         if time.monotonic() >= self._next_look:
             self.look_for_stops()
             self._next_look = time.monotonic() + self.look_interval
-        return max(0.0, min(self._next_extend, self._next_look) - time.monotonic())
+        waits = (self._next_extend - time.monotonic(), self._next_look - time.monotonic())
+        return max(0.0, min(*waits, self.pulse.wait()))
 
     def extend(self) -> None:
+        """Renew the leases held, and beat in the same transaction (no extra one)."""
         held = self.held()
         if not held:
             return
         with self.store.write() as conn:
-            lost = attempts.extend_leases(
-                conn, self.owner, held, self.lease_seconds, self.store.now(conn)
-            )
+            now = self.store.now(conn)
+            lost = attempts.extend_leases(conn, self.owner, held, self.lease_seconds, now)
+            self.pulse.beat(conn, now, self.offset())
         for ti_id, fence in sorted(lost & self.held()):  # not the ones ended meanwhile
             log.warning(
                 "lease lost for task instance %s (fence %s); its result will be discarded",
                 ti_id,
                 fence,
             )
+
+    def beat(self) -> None:
+        """The worker's heartbeat in a transaction of its own: no renewal carried one."""
+        with self.store.write() as conn:
+            self.pulse.beat(conn, self.store.now(conn), self.offset())
 
     def look_for_stops(self) -> None:
         """Attempts an operator took away (cancel, mark) are no longer held: the worker

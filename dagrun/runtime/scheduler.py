@@ -41,6 +41,7 @@ from dagrun.store import (
 )
 from dagrun.store.attempts import Completion
 from dagrun.store.clock import ClockWatch
+from dagrun.store.heartbeats import Pulse, Role
 from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
 
@@ -281,7 +282,9 @@ class SchedulerLoop:
 
     ``on_queued_work`` is told when a tick queued tasks (the embedded worker claims them at
     once); ``on_fatal`` gets an error the loop cannot ride out (the database away past its
-    limit), else ``run`` raises it.
+    limit), else ``run`` raises it. Each tick beats the scheduler's heartbeat first, at
+    most every few seconds (``heartbeats.Pulse``): a tick stuck in a parse stops it too; a
+    clean stop deletes it.
     """
 
     def __init__(
@@ -300,6 +303,7 @@ class SchedulerLoop:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self.clock = ClockWatch(scheduler.store)
+        self.pulse = Pulse(Role.SCHEDULER)
 
     def stop(self) -> None:
         """Stop after the current tick (signal- and thread-safe)."""
@@ -308,10 +312,10 @@ class SchedulerLoop:
     def fail(self, error: BaseException) -> None:
         """This loop, or another of the process's (its upkeep), hit an error it cannot
         ride out: stop, and hand it on (``on_fatal``) or have ``run`` raise it."""
-        if self.on_fatal is not None:
-            self.on_fatal(error)
-        elif self._fatal is None:
+        if self._fatal is None:
             self._fatal = error
+            if self.on_fatal is not None:
+                self.on_fatal(error)
         self.stop()
 
     def start(self) -> None:
@@ -326,17 +330,28 @@ class SchedulerLoop:
     def run(self) -> None:
         health = self.scheduler.store.health
         ride_out(self._tick, self._stop, self.fail, health=health, what="tick")
-        if self._fatal is not None:
+        if self._fatal is None:
+            self.pulse.forget(self.scheduler.store)
+        elif self.on_fatal is None:
             raise self._fatal
 
     def _tick(self) -> float:
         """One tick; the seconds until the next."""
         started = time.monotonic()
         self.clock.check()
+        self._beat()
         report = self.scheduler.tick()
         if report.queued_work and self.on_queued_work is not None:
             self.on_queued_work()
         return max(0.0, self.interval - (time.monotonic() - started))
+
+    def _beat(self) -> None:
+        """The scheduler's heartbeat, when one is due: a small transaction of its own."""
+        if not self.pulse.due():
+            return
+        store = self.scheduler.store
+        with store.write() as conn:
+            self.pulse.beat(conn, store.now(conn), self.clock.offset)
 
 
 def _admit_and_start(conn: Connection, spec: DagSpec, now: datetime) -> tuple[list[int], list[int]]:

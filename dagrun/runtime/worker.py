@@ -53,6 +53,7 @@ from dagrun.store.attempts import Completion, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.clock import ClockWatch
 from dagrun.store.engine import Listener, dagrun_home
+from dagrun.store.heartbeats import Pulse, Role
 from dagrun.store.outage import note_failure
 
 log = logging.getLogger("dagrun.worker")
@@ -141,6 +142,7 @@ class Worker:
         self.stats = WorkerStats()
         self.specs = registry.SpecCache()
         self.clock = ClockWatch(store)
+        self.pulse = Pulse(Role.WORKER, self.owner)
         self.leases = LeaseKeeper(
             store,
             self.owner,
@@ -148,6 +150,8 @@ class Worker:
             look_interval=self.options.look_interval,
             fail=self.fail,
             stop_attempts=self.stop_attempts,
+            pulse=self.pulse,
+            offset=lambda: self.clock.offset,
         )
         self.pace: Pacing  # set by ``run``, once it has its pool
         self.jobs: Jobs
@@ -253,6 +257,7 @@ class Worker:
                 self._listener.close()
         if self._fatal is not None:
             raise self._fatal
+        self.pulse.forget(self.store)
         return self.stats
 
     def _loop(self, pool: AttemptPool, pace: Pacing) -> None:

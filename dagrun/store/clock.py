@@ -90,6 +90,12 @@ class ClockWatch:
         self._next = -math.inf
         self._pair = (time.time(), time.monotonic())
 
+    @property
+    def offset(self) -> float | None:
+        """The last difference measured (the database's clock minus this host's, seconds);
+        None before the first, and on SQLite."""
+        return None if self.last is None else self.last.seconds
+
     def check(self) -> None:
         self._check_jump()
         if time.monotonic() < self._next:

@@ -63,7 +63,7 @@ class WebApp:
         static_files = load_static()
         self.site = Site(
             store=store,
-            env=environment(static_files),
+            env=environment(static_files, store),
             static_files=static_files,
             logs_root=(logs_root or dagrun_home() / "logs").resolve(),
             refresh_seconds=refresh_seconds,

@@ -78,7 +78,7 @@ class Request:
 
     @property
     def wants_json(self) -> bool:
-        return self.path.startswith("/api/") or self.path in ("/healthz", "/metrics")
+        return self.path.startswith("/api/") or self.path in ("/health", "/healthz", "/metrics")
 
 
 def check_method(request: Request) -> None:

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+from datetime import datetime
 from typing import TYPE_CHECKING
 
-from dagrun.store import clock
+from sqlalchemy import Connection
+
+from dagrun.store import clock, heartbeats
 from dagrun.store import metrics as store_metrics
+from dagrun.store.heartbeats import Beat, Role
 from dagrun.webapp.http import Request, Response
 
 if TYPE_CHECKING:
@@ -14,14 +19,47 @@ if TYPE_CHECKING:
 
 def metrics(site: Site, request: Request) -> Response:
     with site.store.read() as conn:
-        found = store_metrics.metrics(conn, site.store.now(conn))
+        now = site.store.now(conn)
+        found = store_metrics.metrics(conn, now)
+        beats = Beats.read(conn, now)
     skew = clock.measure(site.store)
-    text = metrics_text(found, skew.seconds if skew else 0.0)
+    text = metrics_text(found, skew.seconds if skew else 0.0, beats)
     return Response(text.encode(), "text/plain; version=0.0.4; charset=utf-8")
 
 
-def metrics_text(m: store_metrics.Metrics, clock_offset: float = 0.0) -> str:
+@dataclass(frozen=True)
+class Beats:
+    """What ``/metrics`` says of heartbeats: the age of the newest of each role (none when
+    that role never beat), and the clock offset of each live process's host."""
+
+    ages: dict[str, float] = field(default_factory=dict)
+    offsets: dict[tuple[str, str], float] = field(default_factory=dict)
+
+    @classmethod
+    def read(cls, conn: Connection, now: datetime) -> Beats:
+        ages = {}
+        for role in Role:
+            newest = heartbeats.newest(conn, role)
+            if newest is not None:
+                ages[role.value] = max(0.0, (now - newest.beat_at).total_seconds())
+        return cls(ages, _offsets(heartbeats.live(conn, now)))
+
+
+def _offsets(live: list[Beat]) -> dict[tuple[str, str], float]:
+    """(role, host) -> clock offset of its newest beat: processes of one role on one host
+    share a clock, and one sample per label set is what the format allows."""
+    found: dict[tuple[str, str], float] = {}
+    for beat in live:  # newest first
+        if beat.clock_offset is not None:
+            found.setdefault((beat.role, beat.host), beat.clock_offset)
+    return found
+
+
+def metrics_text(
+    m: store_metrics.Metrics, clock_offset: float = 0.0, beats: Beats | None = None
+) -> str:
     """The Prometheus text exposition format (version 0.0.4)."""
+    beats = beats or Beats()
     lines: list[str] = []
 
     def family(name: str, kind: str, help_: str, samples: list[tuple[str, float]]) -> None:
@@ -108,6 +146,22 @@ def metrics_text(m: store_metrics.Metrics, clock_offset: float = 0.0) -> str:
         "The database's clock minus this web server host's (0 on SQLite, where the host's "
         "clock is the only one): the database's decides what is due.",
         [("", clock_offset)],
+    )
+    for role in Role:
+        family(
+            f"dagrun_{role.value}_heartbeat_age_seconds",
+            "gauge",
+            f"Seconds since the newest {role.value} heartbeat, by the store's clock (none "
+            f"when no {role.value} ever beat; past {heartbeats.ALIVE_SECONDS:g} s it is not "
+            "alive).",
+            [("", beats.ages[role.value])] if role.value in beats.ages else [],
+        )
+    family(
+        "dagrun_heartbeat_clock_offset_seconds",
+        "gauge",
+        "The database's clock minus the host's, as each live scheduler and worker last "
+        "measured it (PostgreSQL only), by role and host.",
+        labelled(beats.offsets, "role", "host"),
     )
     return "\n".join(lines) + "\n"
 

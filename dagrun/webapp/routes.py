@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from dagrun.webapp import api, metrics, pages
+from dagrun.webapp import api, health, metrics, pages
 from dagrun.webapp.http import NotFound, Response
 
 #: Called as ``handler(site, request, **params)`` with the path's named groups as params.
@@ -55,6 +55,7 @@ _TABLE: list[tuple[str, Handler]] = [
     (rf"/api/dags/{_DAG}/runs", api.api_runs),
     (rf"/api/dags/{_DAG}/runs/{_RUN}", api.api_run),
     (r"/healthz", api.healthz),
+    (r"/health", health.health),
     (r"/metrics", metrics.metrics),
 ]
 ROUTES: list[tuple[re.Pattern[str], Handler]] = [

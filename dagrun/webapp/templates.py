@@ -5,11 +5,12 @@ Every string that came from a DAG file, an error or a log is escaped by Jinja's 
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import mimetypes
 from http import HTTPStatus
 from importlib.resources import files
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment, PackageLoader, StrictUndefined
 
@@ -17,6 +18,7 @@ from dagrun.states import TaskState
 from dagrun.timing.instants import iso
 from dagrun.webapp import source_view
 from dagrun.webapp.formatting import fmt_duration, local, utc
+from dagrun.webapp.health import scheduler_stall
 from dagrun.webapp.http import Request, Response
 from dagrun.webapp.urls import (
     assets_url,
@@ -34,6 +36,9 @@ from dagrun.webapp.urls import (
     values_url,
 )
 
+if TYPE_CHECKING:
+    from dagrun.store import Store
+
 StaticFiles = dict[str, tuple[bytes, str]]
 
 
@@ -49,8 +54,9 @@ def load_static() -> StaticFiles:
     return found
 
 
-def environment(static_files: StaticFiles) -> Environment:
-    """The template environment, its static links versioned by content for caching."""
+def environment(static_files: StaticFiles, store: Store) -> Environment:
+    """The template environment, its static links versioned by content for caching; the
+    base template asks ``scheduler_stall()`` for its banner (one indexed read a page)."""
     env = Environment(
         loader=PackageLoader("dagrun.web", "templates"),
         autoescape=True,
@@ -74,6 +80,7 @@ def environment(static_files: StaticFiles) -> Environment:
         log_tail_url=log_tail_url,
         static=lambda name: f"/static/{name}?v={versions[name]}",
         states=[s.value for s in TaskState],
+        scheduler_stall=functools.partial(scheduler_stall, store),
     )
     env.filters.update(local=local, utc=utc, iso=iso, duration=fmt_duration)
     return env

@@ -782,7 +782,9 @@ def test_every_grid_query_searches_an_index(sqlite_store, tmp_path):
                 row[-1]
                 for row in conn.exec_driver_sql(f"EXPLAIN QUERY PLAN {statement}", parameters)
             ]
-            assert all(step.startswith("SEARCH") for step in plan), (statement, plan)
+            # A scalar subquery's line only heads the SEARCH that follows it.
+            steps = [step for step in plan if not step.startswith("SCALAR SUBQUERY")]
+            assert all(step.startswith("SEARCH") for step in steps), (statement, plan)
 
 
 # ---------------------------------------------------------------- safety
@@ -1004,5 +1006,5 @@ def test_the_grid_benchmark_runs_and_writes_its_json(tmp_path):
     document = web_grid.main(["--tiny", "--runs", "120", "--repeat", "1", "--out", str(out)])
     assert json.loads(out.read_text()) == document
     assert document["cells_per_page"] == 50 * 30
-    assert document["selects_per_grid_request"] <= 6
+    assert document["selects_per_grid_request"] <= 7  # 6, and the scheduler banner's
     assert all(r["median_ms"] > 0 for r in document["results"].values())
