@@ -187,6 +187,15 @@ SETTINGS: tuple[Setting, ...] = (
         env="DAGRUN_WEB_IDLE_SECONDS",
     ),
     _s(
+        "web",
+        "trusted_proxy",
+        bool,
+        False,
+        "`dagrun web` is behind a proxy whose X-Forwarded-For and X-Forwarded-Proto it "
+        "believes (the client's address; Secure cookies over HTTPS).",
+        env="DAGRUN_WEB_TRUSTED_PROXY",
+    ),
+    _s(
         "smtp",
         "host",
         str,

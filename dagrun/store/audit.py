@@ -52,6 +52,24 @@ def record(
     **detail: object,
 ) -> None:
     """Record an operator action in the caller's transaction, with the OS user and host."""
+    _insert(store, conn, action, dag_id, run_id, actor(), detail)
+
+
+def record_visit(store: Store, conn: Connection, action: str, who: str, **detail: object) -> None:
+    """Record what a visitor of the web page did (log in, fail to, log out) in the caller's
+    transaction: ``who`` is the account and the client's address, not this process's user."""
+    _insert(store, conn, action, None, None, who, detail)
+
+
+def _insert(
+    store: Store,
+    conn: Connection,
+    action: str,
+    dag_id: str | None,
+    run_id: str | None,
+    who: str,
+    detail: dict[str, object],
+) -> None:
     sql.execute(
         conn,
         INSERT_AUDIT,
@@ -60,7 +78,7 @@ def record(
             "b_action": action,
             "b_dag_id": dag_id,
             "b_run_id": run_id,
-            "b_actor": actor(),
+            "b_actor": who,
             "b_detail": json.dumps(detail, default=_plain, sort_keys=True),
         },
     )

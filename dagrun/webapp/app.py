@@ -11,7 +11,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from http import HTTPStatus
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jinja2 import Environment
 
@@ -28,6 +28,9 @@ from dagrun.webapp.http import (
 )
 from dagrun.webapp.routes import route
 from dagrun.webapp.templates import StaticFiles, environment, load_static, render
+
+if TYPE_CHECKING:
+    from dagrun.webapp.auth import Gate
 
 log = logging.getLogger("dagrun.web")
 
@@ -50,7 +53,8 @@ class Site:
 
 
 class WebApp:
-    """The WSGI application: ``WebApp(store)`` is callable as ``app(environ, start_response)``."""
+    """The WSGI application: ``WebApp(store)`` is callable as ``app(environ, start_response)``.
+    With a ``gate`` (a server off loopback) every request passes it first (``auth``)."""
 
     def __init__(
         self,
@@ -59,7 +63,9 @@ class WebApp:
         logs_root: Path | None = None,
         refresh_seconds: int = REFRESH_SECONDS,
         log_tail_bytes: int = LOG_TAIL_BYTES,
+        gate: Gate | None = None,
     ):
+        self.gate = gate
         static_files = load_static()
         self.site = Site(
             store=store,
@@ -80,6 +86,11 @@ class WebApp:
     def respond(self, request: Request) -> Response:
         """Route one request and turn every failure into a page: never a traceback."""
         try:
+            if self.gate is not None:
+                admitted = self.gate.admit(self.site, request)
+                if isinstance(admitted, Response):
+                    return admitted
+                request = admitted
             check_method(request)
             handler, params = route(request.path)
             return handler(self.site, request, **params)

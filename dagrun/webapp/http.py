@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from http import HTTPStatus
 from typing import Any
@@ -13,6 +13,8 @@ from dagrun.errors import DagNotFound, DagrunError, RunNotFound, TaskNotFound
 from dagrun.store.task_reads import AttemptNotFound
 
 ALLOWED_METHODS = ("GET", "HEAD")
+#: The largest form body read (the login form's is a few hundred bytes).
+MAX_FORM_BYTES = 64 * 1024
 
 #: The CSP allows the site's own stylesheet and one script file (web/static/dagrun.js) and
 #: nothing inline: no inline script or handler, no ``style=`` attribute, so markup that slips
@@ -44,6 +46,10 @@ class BadRequest(HttpError, ValueError):
     status = HTTPStatus.BAD_REQUEST
 
 
+class Unauthorized(HttpError, PermissionError):
+    status = HTTPStatus.UNAUTHORIZED
+
+
 class Forbidden(HttpError, PermissionError):
     status = HTTPStatus.FORBIDDEN
 
@@ -61,10 +67,25 @@ NOT_FOUND_ERRORS = (DagNotFound, RunNotFound, TaskNotFound, AttemptNotFound)
 
 
 @dataclass(frozen=True)
+class Visitor:
+    """Who a request to a server that asks for a login comes from: the account, and the
+    token their pages' forms carry (log out); none for a bearer token."""
+
+    name: str
+    form_token: str = ""
+
+
+@dataclass(frozen=True)
 class Request:
     method: str
     path: str
     query: dict[str, str]
+    #: Header names in lower case, ``-`` between words.
+    headers: Mapping[str, str] = field(default_factory=dict)
+    remote_addr: str = ""
+    #: The fields of a POSTed form (``application/x-www-form-urlencoded``).
+    form: Mapping[str, str] = field(default_factory=dict)
+    visitor: Visitor | None = None
 
     @classmethod
     def from_environ(cls, environ: dict[str, Any]) -> Request:
@@ -72,8 +93,19 @@ class Request:
         raw = environ.get("PATH_INFO") or "/"
         path = raw.encode("latin-1", "replace").decode("utf-8", "replace")
         pairs = parse_qs(environ.get("QUERY_STRING", ""), keep_blank_values=True)
+        method = environ.get("REQUEST_METHOD", "GET").upper()
+        headers = {
+            key[5:].replace("_", "-").lower(): value
+            for key, value in environ.items()
+            if key.startswith("HTTP_")
+        }
         return cls(
-            environ.get("REQUEST_METHOD", "GET").upper(), path, {k: v[0] for k, v in pairs.items()}
+            method,
+            path,
+            {k: v[0] for k, v in pairs.items()},
+            headers,
+            environ.get("REMOTE_ADDR", ""),
+            _form(environ) if method == "POST" else {},
         )
 
     @property
@@ -81,8 +113,21 @@ class Request:
         return self.path.startswith("/api/") or self.path in ("/health", "/healthz", "/metrics")
 
 
+def _form(environ: dict[str, Any]) -> dict[str, str]:
+    """The fields of a URL-encoded form body, at most ``MAX_FORM_BYTES`` of it read."""
+    if not environ.get("CONTENT_TYPE", "").startswith("application/x-www-form-urlencoded"):
+        return {}
+    try:
+        length = min(int(environ.get("CONTENT_LENGTH") or 0), MAX_FORM_BYTES)
+    except ValueError:
+        return {}
+    body = environ["wsgi.input"].read(length).decode("utf-8", "replace")
+    return {k: v[0] for k, v in parse_qs(body, keep_blank_values=True).items()}
+
+
 def check_method(request: Request) -> None:
-    """Refuse every method but GET and HEAD: the site is read-only."""
+    """Refuse every method but GET and HEAD: the site is read-only (the login form's POSTs
+    are answered before this, by ``auth.Gate``)."""
     if request.method not in ALLOWED_METHODS:
         raise MethodNotAllowed(
             f"{request.method} is not allowed: this site is read-only",

@@ -19,7 +19,11 @@ each request until it is complete; only a complete request goes to a fixed pool 
   fewer files); past that, new ones wait in the listen backlog instead of exhausting file
   descriptors. A client dripping a byte per idle period keeps only its own connections, and
   never a thread;
-* request bodies are capped (``MAX_BODY_BYTES``): the app serves only GET and HEAD.
+* request bodies are capped (``MAX_BODY_BYTES``): the app serves only GET and HEAD, and
+  POST of the login form.
+
+Whether the page asks for a login is decided by the address bound (``is_loopback``), not
+by each client's: see ``auth``.
 
 The listening socket is bound here, not by waitress, so that a busy port or a host name that
 does not resolve is a one-line ``UsageError`` before the database is opened, and port 0 gives
@@ -29,6 +33,7 @@ exactly one socket whose port can be reported.
 from __future__ import annotations
 
 import errno
+import ipaddress
 import logging
 import resource
 import socket
@@ -154,6 +159,15 @@ def bind_listener(host: str, port: int) -> socket.socket:
         sock.close()
         raise UsageError(_bind_problem(address, exc)) from exc
     return sock
+
+
+def is_loopback(host: str) -> bool:
+    """Whether a bound address is a loopback one (127.0.0.0/8, ::1): only this machine can
+    reach it. The wildcard (0.0.0.0, ::) is not: every interface is bound."""
+    try:
+        return ipaddress.ip_address(host.split("%", 1)[0]).is_loopback
+    except ValueError:
+        return False
 
 
 def connection_limit() -> int:
