@@ -150,9 +150,11 @@ class LazyGroup(click.Group):
         entry = COMMANDS.get(name)
         if entry is None:
             return None
-        rest = ctx.meta.get(_ARGS, ())[1:]
+        invoked = ctx.meta.get(_ARGS)  # None when only listed (help, completion, docs)
+        rest = invoked[1:] if invoked else ()
         helping = "-h" in rest or "--help" in rest
-        if name in PARSING_COMMANDS and not helping and (name, *rest[:1]) not in READING_ONLY:
+        parses = name in PARSING_COMMANDS and (name, *rest[:1]) not in READING_ONLY
+        if invoked and parses and not helping:
             from dagrun import settings
             from dagrun.parsing import parser
 
