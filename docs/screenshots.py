@@ -3,7 +3,10 @@
 Backfills a small demo DAG (a task group, a task mapped over a few shops, a task that fails
 once and is retried, one day that fails for good) through the real CLI in a temporary home,
 serves that store as ``dagrun web`` does, and has headless Chromium save the grid, the graph
-of a run and the Gantt of a run as PNGs in ``docs/images``. Needs ``chromium`` on the PATH.
+of a run and the Gantt of a run as PNGs in ``docs/images``; then the DAG's source, a task's
+values, the variables, connections and pools (set through the CLI, secrets included, which
+the pages mask), and the log of an attempt a scheduler is running. Needs ``chromium`` on
+the PATH.
 """
 
 from __future__ import annotations
@@ -15,6 +18,9 @@ import sys
 import tempfile
 import textwrap
 import threading
+import time
+import urllib.error
+import urllib.request
 from pathlib import Path
 from urllib.parse import quote
 from zoneinfo import ZoneInfo
@@ -34,8 +40,9 @@ from dagrun import DAG, task, task_group
 with DAG("{DAG_ID}", schedule="@daily", start_date="{START}", timezone="Europe/Berlin",
          max_active_runs=4):
     @task
-    def shops():
+    def shops(ti):
         time.sleep(0.2)
+        ti.xcom_push(key="summary", value={{"shops": 3, "source": "the sales API"}})
         return ["berlin", "paris", "rome"]
 
     @task
@@ -73,12 +80,67 @@ with DAG("{DAG_ID}", schedule="@daily", start_date="{START}", timezone="Europe/B
     group >> publish()
 '''
 
+#: A DAG whose one task prints a line every quarter of a second, until told to stop: the
+#: log page of its running attempt.
+LIVE_ID = "live_orders"
+LIVE = f'''
+import time
+from pathlib import Path
+
+from dagrun import DAG, task
+
+with DAG("{LIVE_ID}", schedule=None):
+    @task
+    def load_orders():
+        for batch in range(1, 10_000):
+            print(f"loaded batch {{batch}}: {{batch * 250}} orders", flush=True)
+            time.sleep(0.25)
+            if Path(__file__).with_name("stop").exists():
+                break
+
+    load_orders()
+'''
+
 #: Each picture, and the day whose run it shows (the graph shows the day that failed).
 PAGES = {
     "grid.png": ("/dags/{dag}/grid?refresh=0", None),
     "graph.png": ("/dags/{dag}/graph?run={run}&refresh=0", FAILED_DAY),
     "gantt.png": ("/dags/{dag}/runs/{run}/gantt?refresh=0", START),
+    "source.png": ("/dags/{dag}/source", None),
+    "values.png": ("/dags/{dag}/runs/{run}/tasks/shops/values", START),
+    "variables.png": ("/variables", None),
+    "connections.png": ("/connections", None),
+    "pools.png": ("/pools", None),
 }
+
+#: What the variables, connections and pools pages show, set through the CLI.
+SETTINGS = [
+    ("variables", "set", "region", "eu-west-1", "--description", "where the shops' data lives"),
+    ("variables", "set", "sales_api_token", "tok-3f9a1c77", "--description", "the sales API"),
+    ("variables", "set", "thresholds", '{"min_rows": 100, "late_hours": 6}', "--json"),
+    (
+        "connections",
+        "add",
+        "warehouse",
+        "--uri",
+        "postgresql://etl:s3cr3t-pw@db.example.com:5432/sales",
+        "--description",
+        "the sales warehouse",
+    ),
+    (
+        "connections",
+        "add",
+        "sales_api",
+        "--conn-type",
+        "http",
+        "--host",
+        "api.example.com",
+        "--extra",
+        '{"api_key": "k-88421", "timeout": 30}',
+    ),
+    ("pools", "set", "warehouse", "4", "--description", "connections to the warehouse"),
+    ("pools", "set", "sales_api", "1", "--description", "the API takes one client at a time"),
+]
 
 
 def backfill(home: Path) -> dict[str, str]:
@@ -94,6 +156,8 @@ def backfill(home: Path) -> dict[str, str]:
     }
     command = [sys.executable, "-m", "dagrun", "backfill", DAG_ID, "--start", START]
     subprocess.run([*command, "--end", END, "--workers", "2"], env=env, check=False)
+    for args in SETTINGS:
+        subprocess.run([sys.executable, "-m", "dagrun", *args], env=env, check=True)
     return env
 
 
@@ -154,6 +218,46 @@ def screenshot_login(chromium: str, store, out: Path, profile: Path) -> None:
         server.shutdown()
 
 
+def screenshot_live_log(chromium: str, env: dict[str, str], base: str, scratch: Path) -> Path:
+    """The log page of an attempt a scheduler is running, once it has printed a dozen lines
+    (the demo DAG paused, so the scheduler runs only this one)."""
+    dags = Path(env["DAGRUN_DAGS_FOLDER"])
+    (dags / f"{LIVE_ID}.py").write_text(textwrap.dedent(LIVE))
+    dagrun = [sys.executable, "-m", "dagrun"]
+    subprocess.run([*dagrun, "dags", "pause", DAG_ID], env=env, check=True, capture_output=True)
+    subprocess.run([*dagrun, "trigger", LIVE_ID, "--run-id", "live"], env=env, check=True)
+    out = scratch / "scheduler.log"
+    with out.open("wb") as log:
+        scheduler = subprocess.Popen(
+            [*dagrun, "scheduler", "--workers", "1", "--poll", "0.2"],
+            env=env,
+            stdout=log,
+            stderr=log,
+        )
+    url = f"{base}/dags/{LIVE_ID}/runs/live/tasks/load_orders/tries/1/log"
+    try:
+        deadline = time.monotonic() + 120
+        while _page(url).count("loaded batch") < 12:
+            if time.monotonic() > deadline or scheduler.poll() is not None:
+                raise RuntimeError(f"the live demo did not print: {out.read_text()[-2000:]}")
+            time.sleep(0.5)
+        shot = IMAGES / "live_log.png"
+        screenshot(chromium, url, shot, scratch / "profile")
+        return shot
+    finally:
+        (dags / "stop").touch()
+        scheduler.terminate()
+        scheduler.wait(60)
+
+
+def _page(url: str) -> str:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.read().decode()
+    except urllib.error.HTTPError:
+        return ""
+
+
 def main() -> int:
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
@@ -172,6 +276,8 @@ def main() -> int:
             login = IMAGES / "login.png"
             screenshot_login(chromium, store, login, Path(scratch) / "profile")
             print(f"wrote {login} ({login.stat().st_size:,} bytes)")
+            live = screenshot_live_log(chromium, env, base, Path(scratch))
+            print(f"wrote {live} ({live.stat().st_size:,} bytes)")
         finally:
             server.shutdown()
             store.dispose()
