@@ -107,5 +107,3 @@ def _problem(exc: BaseException, timeout: float) -> str:
         return f"{type(exc).__name__}: {exc.smtp_code} {' '.join(text.split())}".rstrip()
     lines = str(exc).strip().splitlines()
     return f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__
-
-

@@ -121,4 +121,6 @@ def test_a_bad_address_or_setting_is_an_import_error(
 
     monkeypatch.setenv("DAGRUN_SMTP_PORT", "smtp")
     path = write_dag(dags_dir, "alerting.py", ALERTING)
-    assert "env DAGRUN_SMTP_PORT: smtp.port: must be a whole number" in str(loader.load(str(path)).error)
+    assert "env DAGRUN_SMTP_PORT: smtp.port: must be a whole number" in str(
+        loader.load(str(path)).error
+    )
