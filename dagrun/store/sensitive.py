@@ -84,3 +84,24 @@ def secrets_pattern(secrets: Iterable[str]) -> re.Pattern[str] | None:
     if not kept:
         return None
     return re.compile("|".join(map(re.escape, longest_first(kept))))
+
+
+class Hider:
+    """Replaces the given secrets wherever they appear in text, as a log masks them: what
+    the web page shows of values the store holds."""
+
+    def __init__(self, secrets: Iterable[str]) -> None:
+        self._pattern = secrets_pattern(secrets)
+
+    def __call__(self, text: str) -> str:
+        return text if self._pattern is None else self._pattern.sub(REPLACEMENT, text)
+
+    def in_json(self, value: Any) -> Any:
+        """A decoded JSON ``value`` with the secrets in its strings (keys too) replaced."""
+        if isinstance(value, str):
+            return self(value)
+        if isinstance(value, dict):
+            return {self(str(k)): self.in_json(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.in_json(v) for v in value]
+        return value

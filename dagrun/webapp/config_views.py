@@ -19,7 +19,7 @@ from dagrun.store import Store, dag_reads
 from dagrun.store import connections as conn_store
 from dagrun.store import variables as var_store
 from dagrun.store.dag_reads import PoolRow
-from dagrun.store.sensitive import REPLACEMENT, is_sensitive, masked_extra, secrets_pattern
+from dagrun.store.sensitive import REPLACEMENT, Hider, is_sensitive, masked_extra
 
 #: A longer variable value is shown cut, with the command that prints it whole.
 VALUE_CHARS = 4096
@@ -58,62 +58,46 @@ class ConnectionShown:
     description: str | None
 
 
-class _Hider:
-    """Replaces every secret the store holds, wherever it appears in text."""
-
-    def __init__(self, secrets: list[str]) -> None:
-        self._pattern = secrets_pattern(secrets)
-
-    def __call__(self, text: str | None) -> str | None:
-        if text is None or self._pattern is None:
-            return text
-        return self._pattern.sub(REPLACEMENT, text)
-
-    def in_json(self, value: Any) -> Any:
-        """``value`` with the secrets in its strings (keys included) replaced."""
-        if isinstance(value, str):
-            return self(value)
-        if isinstance(value, dict):
-            return {self(str(k)): self.in_json(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [self.in_json(v) for v in value]
-        return value
-
-
 def read_variables(store: Store) -> list[VariableShown]:
     with store.read() as conn:
         rows = var_store.list_variables(conn)
-        hide = _Hider(var_store.stored_secrets(conn))
+        hide = Hider(var_store.stored_secrets(conn))
     return [_variable(row, hide) for row in rows]
 
 
-def _variable(row: var_store.VariableRow, hide: _Hider) -> VariableShown:
+def _variable(row: var_store.VariableRow, hide: Hider) -> VariableShown:
     masked = is_sensitive(row.key)
-    value = REPLACEMENT if masked else hide(row.value[:VALUE_CHARS]) or ""
+    value = REPLACEMENT if masked else hide(row.value[:VALUE_CHARS])
     size = len(REPLACEMENT) if masked else len(row.value)
-    return VariableShown(row.key, value, size, masked, hide(row.description), row.updated_at)
+    return VariableShown(
+        row.key, value, size, masked, _maybe(hide, row.description), row.updated_at
+    )
 
 
 def read_connections(store: Store) -> list[ConnectionShown]:
     with store.read() as conn:
         rows = conn_store.list_connections(conn)
-        hide = _Hider(var_store.stored_secrets(conn))
+        hide = Hider(var_store.stored_secrets(conn))
     return [_connection(row, hide) for row in rows]
 
 
-def _connection(row: dict[str, Any], hide: _Hider) -> ConnectionShown:
+def _connection(row: dict[str, Any], hide: Hider) -> ConnectionShown:
     extra = hide.in_json(masked_extra(row["extra"])) if row["extra"] else None
     return ConnectionShown(
         conn_id=row["conn_id"],
         conn_type=row["conn_type"],
-        host=hide(row["host"]),
+        host=_maybe(hide, row["host"]),
         port=row["port"],
-        login=hide(row["login"]),
+        login=_maybe(hide, row["login"]),
         password=REPLACEMENT if row["password"] else None,
-        schema=hide(row["schema"]),
+        schema=_maybe(hide, row["schema"]),
         extra=None if extra is None else json.dumps(extra, indent=2, ensure_ascii=False),
-        description=hide(row["description"]),
+        description=_maybe(hide, row["description"]),
     )
+
+
+def _maybe(hide: Hider, text: str | None) -> str | None:
+    return None if text is None else hide(text)
 
 
 def read_pools(store: Store) -> list[PoolRow]:

@@ -4,7 +4,8 @@ TaskFlow's return value (``task_instance.return_value``) and the XComs (``xcom``
 text. The page reads at most the first ``HEAD_CHARS`` characters of each, cut by the
 database (a value of many megabytes is never read whole to show the start of it), and
 pretty-prints those it read whole; a longer one is shown as its start, with its size and
-a link that downloads it whole (``read_value``).
+a link that downloads it whole (``read_value``). A secret the store holds is masked in them
+as in a log (``sensitive.Hider``): a task that returned a password it read shows ``***``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from sqlalchemy import Connection
 
 from dagrun.errors import UsageError
 from dagrun.store import Store, run_reads, task_reads, xcoms
+from dagrun.store import variables as var_store
 from dagrun.store.run_reads import RunRow
+from dagrun.store.sensitive import Hider
 from dagrun.store.task_reads import AttemptRow, TaskRow
 from dagrun.webapp.http import BadRequest, NotFound
 from dagrun.webapp.models import DagInfo, read_dag
@@ -73,21 +76,24 @@ def read_values(
         stored = xcoms.instance_values(
             conn, instance.id, run.id, task_id, instance.map_index, HEAD_CHARS
         )
-    return ValuesView(info, run, instance, tries, [_shown(v) for v in stored])
+        hide = Hider(var_store.stored_secrets(conn)) if stored else Hider(())
+    return ValuesView(info, run, instance, tries, [_shown(v, hide) for v in stored])
 
 
 def read_value(
     store: Store, dag_id: str, run_id: str, task_id: str, map_index: int | None, key: str
 ) -> str:
-    """The whole JSON text a task instance left under ``key`` (a 404 when it left none)."""
+    """The whole JSON text a task instance left under ``key``, its secrets masked (a 404
+    when it left none)."""
     with store.read() as conn:
         read_dag(store, conn, dag_id)
         run = run_reads.run_by_id(conn, dag_id, run_id)
         instance = task_instance_of(conn, run, task_id, map_index)
         text = xcoms.instance_value(conn, instance.id, run.id, task_id, instance.map_index, key)
+        hide = Hider(var_store.stored_secrets(conn))
     if text is None:
         raise NotFound(f"{dag_id}.{task_id} left no value under the key {key!r} in {run_id}")
-    return text
+    return hide(text)
 
 
 def download_name(task_id: str, key: str, map_index: int) -> str:
@@ -97,10 +103,10 @@ def download_name(task_id: str, key: str, map_index: int) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]", "_", f"{task_id}{index}.{key}") + ".json"
 
 
-def _shown(value: xcoms.StoredValue) -> ValueShown:
+def _shown(value: xcoms.StoredValue, hide: Hider) -> ValueShown:
     if not value.whole:
-        return ValueShown(value.key, value.size, value.head, whole=False)
-    return ValueShown(value.key, value.size, _pretty(value.head), whole=True)
+        return ValueShown(value.key, value.size, hide(value.head), whole=False)
+    return ValueShown(value.key, value.size, hide(_pretty(value.head)), whole=True)
 
 
 def _pretty(text: str) -> str:

@@ -12,6 +12,7 @@ import pytest
 from dagrun.runtime.dag_sync import sync_dags
 from dagrun.states import AttemptOutcome
 from dagrun.store import Store, attempts, dag_reads, xcoms
+from dagrun.store import variables as var_store
 from dagrun.webapp import WebApp, run_url
 from dagrun.webapp.values_view import HEAD_CHARS
 from tests.helpers import queue_run, write_dag
@@ -20,6 +21,7 @@ from tests.webapp.test_webapp import call
 OWNER = "test-worker"
 RETURN = xcoms.RETURN_KEY
 XSS = "<script>alert('xcom')</script>"
+SECRET = "pw-4-the-db"
 BIG = {"rows": ["é" * 100] * 1000}  # about 100,000 characters of JSON
 
 VALUES_DAG = """
@@ -49,7 +51,7 @@ VALUES_DAG = """
 
 #: What each task instance reports: (return value, pushed XComs).
 RESULTS = {
-    ("shops", -1): (["berlin", "paris"], {"note": XSS, "count": 2}),
+    ("shops", -1): (["berlin", "paris"], {"note": XSS, "dsn": f"pg://etl:{SECRET}@db/s"}),
     ("per", 0): ("berlin", None),
     ("per", 1): ("paris", None),
     ("big", -1): (BIG, None),
@@ -89,6 +91,8 @@ def done(store: Store, tmp_path: Path) -> Store:
     sync_dags(store, str(dags))
     queue_run(store, dags, "vals", run_id="R")
     work_off(store)
+    with store.write() as conn:
+        var_store.set_variable(conn, "db_password", SECRET, None, store.now(conn))
     return store
 
 
@@ -102,9 +106,17 @@ def test_the_return_value_and_the_pushed_values_are_indented_escaped_json(done, 
     app = WebApp(done, logs_root=tmp_path / "logs")
     page = values(app, "shops")
     assert '<pre class="value">[\n  &#34;berlin&#34;,\n  &#34;paris&#34;\n]</pre>' in page
-    assert 'data-key="count"' in page and 'data-key="note"' in page
+    assert 'data-key="dsn"' in page and 'data-key="note"' in page
     assert "&lt;script&gt;alert(" in page and XSS not in page
-    assert page.index('data-key="return_value"') < page.index('data-key="count"')
+    assert page.index('data-key="return_value"') < page.index('data-key="dsn"')
+
+
+def test_a_secret_the_store_holds_is_masked_in_values_as_in_logs(done, tmp_path):
+    app = WebApp(done, logs_root=tmp_path / "logs")
+    page = values(app, "shops")
+    assert SECRET not in page and "pg://etl:***@db/s" in page
+    download = call(app, f"{run_url('vals', 'R')}/tasks/shops/values/download?key=dsn")
+    assert download.status == 200 and json.loads(download.body) == "pg://etl:***@db/s"
 
 
 def test_a_mapped_tasks_instance_is_named_by_its_index(done, tmp_path):
