@@ -5,6 +5,8 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from sqlalchemy import create_engine, text
 
 from dagrun.store import Store
 from dagrun.store.engine import normalise_url
+from tests.helpers import cli_env_in
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"
 
@@ -38,9 +41,9 @@ def _pg_base_url() -> str | None:
 _PG_BASE = _pg_base_url()
 
 
-@pytest.fixture
-def pg_url():
-    """A PostgreSQL URL whose search_path is a schema made for this test alone."""
+@contextmanager
+def _pg_schema_url() -> Iterator[str]:
+    """A PostgreSQL URL whose search_path is a schema made for the caller alone."""
     if _PG_BASE is None:
         pytest.skip("PostgreSQL not available: set DAGRUN_TEST_PG_URL or start a local server")
     schema = f"t_{uuid.uuid4().hex[:12]}"
@@ -55,6 +58,13 @@ def pg_url():
 
 
 @pytest.fixture
+def pg_url():
+    """A PostgreSQL URL whose search_path is a schema made for this test alone."""
+    with _pg_schema_url() as url:
+        yield url
+
+
+@pytest.fixture
 def sqlite_url(tmp_path: Path) -> str:
     return f"sqlite:///{tmp_path / 'dagrun.db'}"
 
@@ -64,6 +74,16 @@ def db_url(request) -> str:
     """The same test on both engines (the store contract suite)."""
     name = "sqlite_url" if request.param == "sqlite" else "pg_url"
     return request.getfixturevalue(name)
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgres"])
+def module_db_url(request, tmp_path_factory) -> Iterator[str]:
+    """``db_url`` shared by the tests of a module that fill one store and only read it."""
+    if request.param == "sqlite":
+        yield f"sqlite:///{tmp_path_factory.mktemp('store') / 'dagrun.db'}"
+        return
+    with _pg_schema_url() as url:
+        yield url
 
 
 @pytest.fixture
@@ -90,10 +110,4 @@ def dags_dir(tmp_path: Path) -> Path:
 @pytest.fixture
 def cli_env(tmp_path: Path, dags_dir: Path) -> dict[str, str]:
     """Environment for running the CLI in a subprocess against a temporary home."""
-    home = tmp_path / "home"
-    return {
-        "DAGRUN_HOME": str(home),
-        "DAGRUN_DAGS_FOLDER": str(dags_dir),
-        "DAGRUN_DB_URL": f"sqlite:///{home / 'dagrun.db'}",
-        "DAGRUN_DATA": str(tmp_path / "data"),
-    }
+    return cli_env_in(tmp_path)

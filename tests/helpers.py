@@ -82,6 +82,18 @@ def write_dag(folder: Path, name: str, source: str) -> Path:
     return path
 
 
+def cli_env_in(folder: Path) -> dict[str, str]:
+    """Environment for running the CLI in a subprocess with its home, dags folder
+    (``folder/dags``), database and data under ``folder``."""
+    home = folder / "home"
+    return {
+        "DAGRUN_HOME": str(home),
+        "DAGRUN_DAGS_FOLDER": str(folder / "dags"),
+        "DAGRUN_DB_URL": f"sqlite:///{home / 'dagrun.db'}",
+        "DAGRUN_DATA": str(folder / "data"),
+    }
+
+
 def dagrun_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "dagrun", *args]
 

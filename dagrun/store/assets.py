@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import date, datetime, time, timedelta
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, TypedDict
 from zoneinfo import ZoneInfo
 
 from sqlalchemy import Connection, insert
@@ -32,7 +32,7 @@ from dagrun.store.asset_triggers import UNBOUNDED
 from dagrun.store.dag_reads import AssetEvent
 from dagrun.store.schema import asset_consumed, asset_cursor, asset_event
 from dagrun.store.sql import Statement, binds, name_all, upsert
-from dagrun.timing.instants import iso
+from dagrun.timing.instants import Instant, iso
 from dagrun.timing.timetable import DataInterval
 
 if TYPE_CHECKING:
@@ -249,6 +249,41 @@ def move_cursor(conn: Connection, spec: DagSpec, cursor: int) -> None:
 # ---------------------------------------------------------------- what an operator sees
 
 
+class ConsumerJson(TypedDict):
+    dag_id: str
+    run_id: str | None
+    latest_event: bool
+
+
+class ProducedByJson(TypedDict):
+    """The run and task that produced a partition key's latest event (None: since deleted)."""
+
+    dag_id: str | None
+    run_id: str | None
+    task_id: str | None
+    created_at: Instant
+
+
+class PartitionJson(TypedDict):
+    partition_key: str
+    events: int
+    fingerprint: str | None
+    latest_event: ProducedByJson
+    consumed_by: list[ConsumerJson]
+
+
+class AssetJson(TypedDict):
+    """An asset as ``dagrun assets list --json`` and ``/api/assets`` write it."""
+
+    name: str
+    producers: list[str]
+    consumers: list[str]
+    events: int
+    latest_partition_key: str | None
+    latest_event_at: Instant | None
+    partitions: list[PartitionJson]
+
+
 @dataclass(frozen=True)
 class Consumer:
     """A run that consumed a partition key of an asset: the run an asset-scheduled DAG made
@@ -260,7 +295,7 @@ class Consumer:
     run_id: str | None
     latest: bool
 
-    def to_json(self) -> dict:
+    def to_json(self) -> ConsumerJson:
         return {"dag_id": self.dag_id, "run_id": self.run_id, "latest_event": self.latest}
 
 
@@ -274,7 +309,7 @@ class Partition:
     latest: AssetEvent
     consumers: tuple[Consumer, ...] = ()
 
-    def to_json(self) -> dict:
+    def to_json(self) -> PartitionJson:
         return {
             "partition_key": self.key,
             "events": self.events,
@@ -312,7 +347,7 @@ class AssetRow:
     def latest_at(self) -> datetime | None:
         return max((p.latest.created_at for p in self.partitions), default=None)
 
-    def to_json(self) -> dict:
+    def to_json(self) -> AssetJson:
         return {
             "name": self.name,
             "producers": list(self.producers),

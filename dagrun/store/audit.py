@@ -13,6 +13,7 @@ import json
 import socket
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Any, TypedDict
 
 from sqlalchemy import Connection, insert, select
 
@@ -21,6 +22,7 @@ from dagrun.store.engine import Store
 from dagrun.store.schema import audit_log
 from dagrun.store.sql import Statement, binds, name_all
 from dagrun.store.sql import bind as _b
+from dagrun.timing.instants import Instant, iso
 
 # ---------------------------------------------------------------- statements
 
@@ -98,6 +100,17 @@ def actor() -> str:
     return f"{user}@{socket.gethostname()}"
 
 
+class AuditEntryJson(TypedDict):
+    """An audit entry as ``dagrun audit --json`` and ``/api/audit`` write it."""
+
+    at: Instant
+    actor: str | None
+    action: str
+    dag_id: str | None
+    run_id: str | None
+    detail: dict[str, Any]
+
+
 @dataclass(frozen=True)
 class Entry:
     at: datetime
@@ -107,9 +120,9 @@ class Entry:
     run_id: str | None
     detail: dict
 
-    def to_json(self) -> dict:
+    def to_json(self) -> AuditEntryJson:
         return {
-            "at": self.at.isoformat(),
+            "at": iso(self.at),
             "actor": self.actor,
             "action": self.action,
             "dag_id": self.dag_id,

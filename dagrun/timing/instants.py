@@ -14,7 +14,7 @@ import re
 from datetime import UTC, date, datetime, time, timedelta
 from enum import Enum
 from functools import lru_cache
-from typing import NamedTuple
+from typing import NamedTuple, NewType, overload
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from dagrun.errors import ScheduleError
@@ -120,10 +120,26 @@ def spread_offset(dag_id: str, window: timedelta | str | int | float) -> timedel
     return (int.from_bytes(digest[:8], "big") % slots) * unit
 
 
-def iso(value: datetime | None) -> str | None:
+#: An instant as ``iso`` wrote it: a JSON document's field of this type can only be filled
+#: by ``iso``, and the API's description says it is an RFC 3339 date-time.
+Instant = NewType("Instant", str)
+
+
+@overload
+def iso(value: datetime) -> Instant: ...
+@overload
+def iso(value: None) -> None: ...
+@overload
+def iso(value: datetime | None) -> Instant | None: ...
+def iso(value: datetime | None) -> Instant | None:
     """How dagrun writes an instant for machines (``--json``, the API, URLs): ISO 8601 in
     UTC with its offset, ``2026-01-01T05:00:00+00:00``; None stays None."""
-    return value.astimezone(UTC).isoformat() if value is not None else None
+    return Instant(value.astimezone(UTC).isoformat()) if value is not None else None
+
+
+def local_iso(value: datetime, tz: ZoneInfo) -> Instant:
+    """An instant in ISO 8601 at its offset in ``tz``, for the API's ``local_*`` fields."""
+    return Instant(value.astimezone(tz).isoformat())
 
 
 def parse_cli_instant(value: str, tz: ZoneInfo, *, what: str = "date") -> datetime:

@@ -18,7 +18,9 @@ Modules: ``app`` (the WSGI callable, its error pages, and the ``Site`` every han
 ``formatting`` (what the templates print), ``paging`` and ``models`` (the shared view models,
 read through the store's ``*_reads`` modules), ``asset_views`` and ``callback_views`` (the
 view models of assets and of callbacks), ``grid``, ``graph_view``, ``gantt`` and
-``durations`` (the pictures), ``pages`` (HTML), ``api`` (JSON and ``/healthz``), ``metrics``
+``durations`` (the pictures), ``pages`` (HTML), ``api`` (JSON and ``/healthz``: its route
+table), ``documents`` (the JSON documents ``/api`` answers with, as TypedDicts), ``openapi``
+(what a route declares, and ``/api/openapi.json`` made of it), ``metrics``
 (Prometheus), ``logs`` (safe log reading), ``templates`` (Jinja and static files),
 ``server`` (waitress: bounded threads, idle connections closed).
 """

@@ -2,22 +2,46 @@
 
 The documents are built from the same view models as the HTML pages, so the API mirrors them;
 every instant is ISO 8601 in UTC, with the DAG's local time alongside where the page shows it.
+Each handler returns one of the TypedDicts of ``documents`` and is declared once in
+``API_ROUTES``, which both routes requests and makes ``/api/openapi.json``.
 """
 
 from __future__ import annotations
 
 import logging
+from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 from zoneinfo import ZoneInfo
 
+from dagrun.states import RunState
 from dagrun.store import dag_reads, run_reads
+from dagrun.store.assets import AssetJson
+from dagrun.store.audit import AuditEntryJson
 from dagrun.store.run_reads import RunRow
-from dagrun.timing.instants import iso
+from dagrun.timing.instants import iso, local_iso
+from dagrun.webapp import openapi
 from dagrun.webapp.asset_views import dag_assets_json, read_assets, read_dag_assets
 from dagrun.webapp.callback_views import callback_json, read_callbacks
+from dagrun.webapp.documents import (
+    DagAssetsJson,
+    DagJson,
+    DagListJson,
+    GraphJson,
+    GridCellJson,
+    GridJson,
+    GridTaskJson,
+    ImportErrorJson,
+    ImportWarningJson,
+    RunDetailJson,
+    RunJson,
+    RunPageJson,
+    TaskInstanceJson,
+)
 from dagrun.webapp.grid import GridCell, GridRow, GridShape
 from dagrun.webapp.http import Request, Response, json_response
 from dagrun.webapp.models import (
+    AUDIT_DEFAULT,
+    AUDIT_LIMIT,
     DagInfo,
     GridView,
     TaskLine,
@@ -28,7 +52,8 @@ from dagrun.webapp.models import (
     read_grid,
     read_run,
 )
-from dagrun.webapp.paging import Paging
+from dagrun.webapp.openapi import ApiRoute, Param
+from dagrun.webapp.paging import DEFAULT_RUNS_PER_PAGE, MAX_RUNS_PER_PAGE, Paging
 from dagrun.webapp.urls import log_url
 
 if TYPE_CHECKING:
@@ -40,76 +65,96 @@ log = logging.getLogger("dagrun.web")
 # ---------------------------------------------------------------- routes
 
 
-def api_dags(site: Site, request: Request) -> Response:
+def api_dags(site: Site, request: Request) -> DagListJson:
+    """The active DAGs, each with its next run and newest runs.
+
+    ``import_errors`` counts the DAG files whose last parse failed (``/api/import-errors``).
+    """
     with site.store.read() as conn:
         infos, recent, errors = read_dag_list(site.store, conn)
-    return json_response(
-        {
-            "dags": [dag_json(i, recent[i.dag_id]) for i in infos],
-            "import_errors": errors,
-        }
-    )
+    return {"dags": [dag_json(i, recent[i.dag_id]) for i in infos], "import_errors": errors}
 
 
-def api_import_errors(site: Site, request: Request) -> Response:
+def api_import_errors(site: Site, request: Request) -> list[ImportErrorJson]:
+    """Each DAG file whose last parse failed, with its error and the line it names."""
     with site.store.read() as conn:
         errors = dag_reads.import_errors(conn)
-    return json_response([{"file": e.path, "error": e.error, "line": e.error_line} for e in errors])
+    # The store lists only the files with an error.
+    return [{"file": e.path, "error": e.error or "", "line": e.error_line} for e in errors]
 
 
-def api_import_warnings(site: Site, request: Request) -> Response:
-    """Each warning of the DAG files that loaded: ``[{"file", "line", "message"}]``."""
+def api_import_warnings(site: Site, request: Request) -> list[ImportWarningJson]:
+    """Each warning of the DAG files that loaded (an Airflow argument dagrun ignores)."""
     with site.store.read() as conn:
         warned = dag_reads.file_warnings(conn)
-    return json_response(
-        [{"file": f.path, "line": w.line, "message": w.message} for f in warned for w in f.warnings]
-    )
+    return [
+        {"file": f.path, "line": w.line, "message": w.message} for f in warned for w in f.warnings
+    ]
 
 
-def api_audit(site: Site, request: Request, dag_id: str | None = None) -> Response:
-    """The audit log, newest first (``?limit=``, at most 1000), of one DAG or of all."""
-    entries = read_audit(site.store, dag_id, request.query.get("limit"))
-    return json_response([e.to_json() for e in entries])
+def api_audit(site: Site, request: Request) -> list[AuditEntryJson]:
+    """The audit log, newest first: who triggered, cleared, marked or paused what, and when."""
+    return [e.to_json() for e in read_audit(site.store, None, request.query.get("limit"))]
 
 
-def api_grid(site: Site, request: Request, dag_id: str) -> Response:
+def api_dag_audit(site: Site, request: Request, dag_id: str) -> list[AuditEntryJson]:
+    """The audit log of one DAG, newest first."""
+    return [e.to_json() for e in read_audit(site.store, dag_id, request.query.get("limit"))]
+
+
+def api_grid(site: Site, request: Request, dag_id: str) -> GridJson:
+    """The grid: a page of runs (oldest first) and each task's state in each of them."""
     query = request.query
     view = read_grid(site.store, dag_id, Paging.from_query(query), GridShape.from_query(query))
-    return json_response(grid_json(view))
+    return grid_json(view)
 
 
-def api_graph(site: Site, request: Request, dag_id: str) -> Response:
+def api_graph(site: Site, request: Request, dag_id: str) -> GraphJson:
     """The graph page's boxes, arrows and group frames; ``?run=`` gives the boxes states."""
     view = read_graph(site.store, dag_id, request.query.get("run") or None)
     run_id = view.run.run_id if view.run is not None else None
-    return json_response({"dag_id": dag_id, "run_id": run_id, **view.picture.to_json()})
+    return {"dag_id": dag_id, "run_id": run_id, **view.picture.to_json()}
 
 
-def api_runs(site: Site, request: Request, dag_id: str) -> Response:
+def api_runs(site: Site, request: Request, dag_id: str) -> RunPageJson:
+    """The DAG's runs, newest first, a page at a time; ``?state=`` keeps runs in that state."""
     paging = Paging.from_query(request.query)
     state = request.query.get("state") or None
     with site.store.read() as conn:
         info = read_dag(site.store, conn, dag_id)
         runs, older = run_reads.run_page(conn, dag_id, paging.before, paging.runs, state)
     tz = info.spec.timetable.tz
-    return json_response({"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)})
+    return {"runs": [run_json(r, tz) for r in runs], "older_before": iso(older)}
 
 
-def api_run(site: Site, request: Request, dag_id: str, run_id: str) -> Response:
+def api_run(site: Site, request: Request, dag_id: str, run_id: str) -> RunDetailJson:
+    """A run with each of its task instances, their attempts, and its callbacks."""
     view = read_run(site.store, dag_id, run_id)
-    document = run_json(view.run, view.dag.spec.timetable.tz)
-    document["tasks"] = [task_json(dag_id, view.run, line) for line in view.lines]
-    document["callbacks"] = [callback_json(c) for c in read_callbacks(site.store, dag_id, view.run)]
-    return json_response(document)
+    return {
+        **run_json(view.run, view.dag.spec.timetable.tz),
+        "tasks": [task_json(dag_id, view.run, line) for line in view.lines],
+        "callbacks": [callback_json(c) for c in read_callbacks(site.store, dag_id, view.run)],
+    }
 
 
-def api_assets(site: Site, request: Request) -> Response:
+def api_assets(site: Site, request: Request) -> list[AssetJson]:
     """Every asset, as ``dagrun assets list --json`` prints it."""
-    return json_response([r.to_json() for r in read_assets(site.store)])
+    return [r.to_json() for r in read_assets(site.store)]
 
 
-def api_dag_assets(site: Site, request: Request, dag_id: str) -> Response:
-    return json_response(dag_assets_json(read_dag_assets(site.store, dag_id)))
+def api_dag_assets(site: Site, request: Request, dag_id: str) -> DagAssetsJson:
+    """The assets the DAG is scheduled on and those its tasks produce."""
+    return dag_assets_json(read_dag_assets(site.store, dag_id))
+
+
+def api_openapi(site: Site, request: Request) -> dict[str, Any]:
+    """This description of the API (OpenAPI 3.1)."""
+    return _description()
+
+
+@cache
+def _description() -> dict[str, Any]:
+    return openapi.document(API_ROUTES)
 
 
 def healthz(site: Site, request: Request) -> Response:
@@ -128,7 +173,7 @@ def healthz(site: Site, request: Request) -> Response:
 # ---------------------------------------------------------------- JSON shapes
 
 
-def dag_json(info: DagInfo, recent: list[RunRow]) -> dict[str, Any]:
+def dag_json(info: DagInfo, recent: list[RunRow]) -> DagJson:
     tz = info.spec.timetable.tz
     upcoming = info.next_logical_date
     return {
@@ -143,18 +188,18 @@ def dag_json(info: DagInfo, recent: list[RunRow]) -> dict[str, Any]:
         "tags": list(info.spec.tags),
         "tasks": [t.task_id for t in info.spec.tasks],
         "next_logical_date": iso(upcoming),
-        "local_next_logical_date": upcoming.astimezone(tz).isoformat() if upcoming else None,
+        "local_next_logical_date": local_iso(upcoming, tz) if upcoming else None,
         "next_due_at": iso(info.next_due),
-        "local_next_due_at": info.next_due.astimezone(tz).isoformat() if info.next_due else None,
+        "local_next_due_at": local_iso(info.next_due, tz) if info.next_due else None,
         "recent_runs": [run_json(r, tz) for r in recent],
     }
 
 
-def run_json(run: RunRow, tz: ZoneInfo) -> dict[str, Any]:
+def run_json(run: RunRow, tz: ZoneInfo) -> RunJson:
     return {
         "run_id": run.run_id,
         "logical_date": iso(run.logical_date),
-        "local_logical_date": run.logical_date.astimezone(tz).isoformat(),
+        "local_logical_date": local_iso(run.logical_date, tz),
         "data_interval_start": iso(run.data_interval_start),
         "data_interval_end": iso(run.data_interval_end),
         "state": run.state,
@@ -166,7 +211,7 @@ def run_json(run: RunRow, tz: ZoneInfo) -> dict[str, Any]:
     }
 
 
-def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
+def task_json(dag_id: str, run: RunRow, line: TaskLine) -> TaskInstanceJson:
     ti = line.instance
     return {
         "task_id": line.task_id,
@@ -194,7 +239,7 @@ def task_json(dag_id: str, run: RunRow, line: TaskLine) -> dict[str, Any]:
     }
 
 
-def _task_row_json(row: GridRow) -> dict[str, Any]:
+def _task_row_json(row: GridRow) -> GridTaskJson:
     return {
         "task_id": row.task_id,
         "removed": row.removed,
@@ -210,8 +255,8 @@ def _task_cells(row: GridRow) -> list[GridCell]:
     return cast("list[GridCell]", row.cells)
 
 
-def _cell_json(cell: GridCell) -> dict[str, Any]:
-    document = {
+def _cell_json(cell: GridCell) -> GridCellJson:
+    document: GridCellJson = {
         "run_id": cell.run_id,
         "state": cell.state,
         "try_number": cell.try_number,
@@ -223,11 +268,11 @@ def _cell_json(cell: GridCell) -> dict[str, Any]:
     return document
 
 
-def grid_json(grid: GridView) -> dict[str, Any]:
+def grid_json(grid: GridView) -> GridJson:
     """The grid's rows whatever is folded: tasks (a mapped one with its ``counts`` by state
     per run, and its ``indexes`` when ``?expand=`` names it) and the groups they sit in."""
     tz = grid.dag.spec.timetable.tz
-    tasks: list[dict[str, Any]] = []
+    tasks: list[GridTaskJson] = []
     for row in grid.rows:
         if row.kind == "index":
             tasks[-1].setdefault("indexes", []).append(
@@ -260,3 +305,68 @@ def grid_json(grid: GridView) -> dict[str, Any]:
             "newer_before": iso(grid.page.newer_before),
         },
     }
+
+
+# ---------------------------------------------------------------- the route table
+
+_PAGING = (
+    Param(
+        "runs",
+        {"type": "integer", "minimum": 1, "maximum": MAX_RUNS_PER_PAGE},
+        f"Runs per page (default {DEFAULT_RUNS_PER_PAGE}; more than {MAX_RUNS_PER_PAGE} "
+        "count as that many).",
+    ),
+    Param(
+        "before",
+        {"type": "string", "format": "date-time"},
+        "Show runs with a logical date before this instant (the page's ``older_before``).",
+    ),
+)
+_AUDIT_LIMIT = Param(
+    "limit",
+    {"type": "integer", "minimum": 1, "maximum": AUDIT_LIMIT},
+    f"Entries at most (default {AUDIT_DEFAULT}, at most {AUDIT_LIMIT}).",
+)
+
+#: Every ``/api`` route, in the order the router tries them.
+API_ROUTES = [
+    ApiRoute("/api/openapi.json", api_openapi),
+    ApiRoute("/api/dags", api_dags),
+    ApiRoute("/api/import-errors", api_import_errors),
+    ApiRoute("/api/import-warnings", api_import_warnings),
+    ApiRoute("/api/audit", api_audit, (_AUDIT_LIMIT,)),
+    ApiRoute("/api/dags/{dag_id}/audit", api_dag_audit, (_AUDIT_LIMIT,)),
+    ApiRoute("/api/assets", api_assets),
+    ApiRoute("/api/dags/{dag_id}/assets", api_dag_assets),
+    ApiRoute(
+        "/api/dags/{dag_id}/grid",
+        api_grid,
+        (
+            *_PAGING,
+            Param("fold", {"type": "string"}, "Task groups folded, comma-separated."),
+            Param(
+                "expand",
+                {"type": "string"},
+                "Mapped tasks whose indexes get rows of their own, comma-separated.",
+            ),
+        ),
+    ),
+    ApiRoute(
+        "/api/dags/{dag_id}/graph",
+        api_graph,
+        (Param("run", {"type": "string"}, "The run whose states colour the boxes."),),
+    ),
+    ApiRoute(
+        "/api/dags/{dag_id}/runs",
+        api_runs,
+        (
+            *_PAGING,
+            Param(
+                "state",
+                {"type": "string", "enum": [s.value for s in RunState]},
+                "Only the runs in this state.",
+            ),
+        ),
+    ),
+    ApiRoute("/api/dags/{dag_id}/runs/{run_id}", api_run),
+]

@@ -18,12 +18,14 @@ from jinja2 import Environment
 from dagrun.errors import StoreError
 from dagrun.store import Store
 from dagrun.store.engine import dagrun_home
+from dagrun.webapp.documents import ErrorJson
 from dagrun.webapp.http import (
     NOT_FOUND_ERRORS,
     HttpError,
     Request,
     Response,
     check_method,
+    check_query,
     json_response,
 )
 from dagrun.webapp.routes import route
@@ -92,6 +94,7 @@ class WebApp:
                     return admitted
                 request = admitted
             check_method(request)
+            check_query(request)
             handler, params = route(request.path)
             return handler(self.site, request, **params)
         except HttpError as exc:
@@ -115,7 +118,8 @@ class WebApp:
         headers: Iterable[tuple[str, str]] = (),
     ) -> Response:
         if request.wants_json:
-            response = json_response({"error": message, "status": int(status)}, status)
+            error: ErrorJson = {"error": message, "status": int(status)}
+            response = json_response(error, status)
         else:
             try:
                 response = render(

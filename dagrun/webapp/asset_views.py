@@ -7,13 +7,13 @@ Each ``read_*`` reads in one short read transaction; a DAG that is not known is 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.store import Store, assets, dag_reads
 from dagrun.store.assets import AssetRow, Awaited
 from dagrun.store.dag_reads import AssetEvent
 from dagrun.timing.instants import iso
+from dagrun.webapp.documents import AssetEventJson, DagAssetsJson
 from dagrun.webapp.models import DagInfo, read_dag
 
 
@@ -60,7 +60,7 @@ def _outlets(spec: DagSpec) -> dict[str, tuple[str, ...]]:
     return found
 
 
-def event_json(event: AssetEvent | None) -> dict[str, Any] | None:
+def event_json(event: AssetEvent | None) -> AssetEventJson | None:
     if event is None:
         return None
     return {
@@ -73,7 +73,7 @@ def event_json(event: AssetEvent | None) -> dict[str, Any] | None:
     }
 
 
-def dag_assets_json(view: DagAssets) -> dict[str, Any]:
+def dag_assets_json(view: DagAssets) -> DagAssetsJson:
     return {
         "dag_id": view.dag.dag_id,
         "waits_for": [

@@ -13,6 +13,7 @@ from typing import Any
 from dagrun.store import Store, callbacks, run_reads
 from dagrun.store.run_reads import RunRow
 from dagrun.timing.instants import iso
+from dagrun.webapp.documents import CallbackJson
 from dagrun.webapp.http import NotFound
 from dagrun.webapp.models import DagInfo, read_dag
 from dagrun.webapp.urls import callback_log_url, log_url
@@ -83,7 +84,7 @@ def _callback_line(dag_id: str, run_id: str, row: Any) -> CallbackLine:
     )
 
 
-def callback_json(line: CallbackLine) -> dict[str, Any]:
+def callback_json(line: CallbackLine) -> CallbackJson:
     return {
         "event": line.event,
         "state": line.state,

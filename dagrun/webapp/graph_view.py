@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import reduce
 from statistics import fmean
-from typing import Any, ClassVar
+from typing import ClassVar
 
 import networkx as nx
 
@@ -29,6 +29,7 @@ from dagrun.parsing.spec import DagSpec
 from dagrun.states import TaskState, merged
 from dagrun.store.run_reads import RunRow
 from dagrun.store.task_reads import TaskRow
+from dagrun.webapp.documents import GraphPictureJson
 from dagrun.webapp.urls import run_url
 
 BOX_WIDTH = 176
@@ -143,7 +144,7 @@ class GraphPicture:
     def frames(self) -> tuple[Frame, ...]:
         return self.layout.frames
 
-    def to_json(self) -> dict[str, Any]:
+    def to_json(self) -> GraphPictureJson:
         """The picture as data for ``/api/dags/<id>/graph``: what the page draws, in the
         page's coordinates, so a client can draw it the same way."""
         return {
@@ -162,7 +163,7 @@ class GraphPicture:
                 }
                 for b in self.boxes
             ],
-            "edges": [[e.upstream, e.downstream] for e in self.edges],
+            "edges": [(e.upstream, e.downstream) for e in self.edges],
             "groups": [
                 {"group": f.path, "x": f.x, "y": f.y, "width": f.width, "height": f.height}
                 for f in self.frames

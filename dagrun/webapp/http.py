@@ -135,6 +135,14 @@ def check_method(request: Request) -> None:
         )
 
 
+def check_query(request: Request) -> None:
+    """Refuse a NUL character in a query value: no id or name holds one, and PostgreSQL
+    refuses text that does (a path holding one matches no route)."""
+    for name, value in request.query.items():
+        if "\x00" in value:
+            raise BadRequest(f"{name} holds a NUL character (%00)")
+
+
 @dataclass
 class Response:
     body: bytes

@@ -215,17 +215,18 @@ def task_lines(
     return lines
 
 
-#: Audit entries a page or an API answer shows at most (``?limit=``).
+#: Audit entries a page or an API answer shows at most (``?limit=``), and without a limit.
 AUDIT_LIMIT = 1000
+AUDIT_DEFAULT = 100
 
 
 def read_audit(store: Store, dag_id: str | None, limit: str | None) -> list[audit.Entry]:
-    """The newest audit entries (``limit`` as the query gave it, default 100), of one DAG
-    when ``dag_id`` is given (a DAG that is not known is a 404, as on every page of a DAG)."""
+    """The newest audit entries (``limit`` as the query gave it), of one DAG when ``dag_id``
+    is given (a DAG that is not known is a 404, as on every page of a DAG)."""
     try:
-        most = min(AUDIT_LIMIT, max(1, int(limit or 100)))
+        most = min(AUDIT_LIMIT, max(1, int(limit or AUDIT_DEFAULT)))
     except ValueError:
-        most = 100
+        most = AUDIT_DEFAULT
     with store.read() as conn:
         if dag_id is not None:
             dag_reads.get_dag(conn, dag_id)

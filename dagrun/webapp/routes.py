@@ -10,13 +10,14 @@ from collections.abc import Callable
 
 from dagrun.webapp import api, health, metrics, pages
 from dagrun.webapp.http import NotFound, Response
+from dagrun.webapp.openapi import ID_CHARS, RUN_ID_CHARS
 
 #: Called as ``handler(site, request, **params)`` with the path's named groups as params.
 Handler = Callable[..., Response]
 
-_ID = r"(?P<{}>[A-Za-z0-9_.-]+)"
+_ID = rf"(?P<{{}}>{ID_CHARS})"
 _DAG = _ID.format("dag_id")
-_RUN = r"(?P<run_id>.+)"
+_RUN = rf"(?P<run_id>{RUN_ID_CHARS})"
 _LOG = (
     rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/tries/(?P<try_number>\d{{1,9}})/log"
 )
@@ -43,17 +44,8 @@ _TABLE: list[tuple[str, Handler]] = [
     (_CALLBACK_LOG, pages.callback_log),
     (rf"/dags/{_DAG}/runs/{_RUN}", pages.run),
     (r"/static/(?P<name>[A-Za-z0-9_.-]+)", pages.static),
-    (r"/api/dags", api.api_dags),
-    (r"/api/import-errors", api.api_import_errors),
-    (r"/api/import-warnings", api.api_import_warnings),
-    (r"/api/audit", api.api_audit),
-    (rf"/api/dags/{_DAG}/audit", api.api_audit),
-    (r"/api/assets", api.api_assets),
-    (rf"/api/dags/{_DAG}/assets", api.api_dag_assets),
-    (rf"/api/dags/{_DAG}/grid", api.api_grid),
-    (rf"/api/dags/{_DAG}/graph", api.api_graph),
-    (rf"/api/dags/{_DAG}/runs", api.api_runs),
-    (rf"/api/dags/{_DAG}/runs/{_RUN}", api.api_run),
+    # Each /api route is declared once, for the router and for /api/openapi.json alike.
+    *[(r.pattern, r.respond) for r in api.API_ROUTES],
     (r"/healthz", api.healthz),
     (r"/health", health.health),
     (r"/metrics", metrics.metrics),
