@@ -16,9 +16,10 @@ ALLOWED_METHODS = ("GET", "HEAD")
 #: The largest form body read (the login form's is a few hundred bytes).
 MAX_FORM_BYTES = 64 * 1024
 
-#: The CSP allows the site's own stylesheet and one script file (web/static/dagrun.js) and
-#: nothing inline: no inline script or handler, no ``style=`` attribute, so markup that slips
-#: through escaping still runs nothing.
+#: The CSP allows the site's own stylesheets and script files (web/static/) and nothing
+#: inline: no inline script or handler, no ``style=`` attribute, so markup that slips through
+#: escaping still runs nothing. A script may fetch from the site itself only (the log page of
+#: a running attempt follows its log).
 _SECURITY_HEADERS = [
     ("X-Content-Type-Options", "nosniff"),
     ("Referrer-Policy", "no-referrer"),
@@ -26,7 +27,7 @@ _SECURITY_HEADERS = [
     (
         "Content-Security-Policy",
         "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; "
-        "base-uri 'none'; form-action 'self'; frame-ancestors 'self'",
+        "connect-src 'self'; base-uri 'none'; form-action 'self'; frame-ancestors 'self'",
     ),
 ]
 

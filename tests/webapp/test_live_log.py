@@ -162,6 +162,22 @@ def test_the_log_page_of_a_running_attempt_shows_it_and_follows_it(running):
     assert "Following the log as it grows" in page
 
 
+def test_the_csp_lets_the_page_fetch_from_its_own_site_and_nothing_more(running):
+    url = log_url("live", "R", "talk", 1)
+    policy = call(running.app, url).headers["Content-Security-Policy"]
+    directives = dict(d.strip().split(" ", 1) for d in policy.split(";"))
+    assert directives == {
+        "default-src": "'none'",
+        "script-src": "'self'",
+        "style-src": "'self'",
+        "img-src": "'self'",
+        "connect-src": "'self'",
+        "base-uri": "'none'",
+        "form-action": "'self'",
+        "frame-ancestors": "'self'",
+    }
+
+
 def test_a_running_attempt_whose_output_is_not_on_this_host_waits_for_it(running):
     running.segment.unlink()
     chunk = running.follow(0)
