@@ -9,6 +9,7 @@ Each handler returns one of the TypedDicts of ``documents`` and is declared once
 from __future__ import annotations
 
 import logging
+import re
 from functools import cache
 from typing import TYPE_CHECKING, Any, cast
 from zoneinfo import ZoneInfo
@@ -32,13 +33,15 @@ from dagrun.webapp.documents import (
     GridTaskJson,
     ImportErrorJson,
     ImportWarningJson,
+    LogTailJson,
     RunDetailJson,
     RunJson,
     RunPageJson,
     TaskInstanceJson,
 )
 from dagrun.webapp.grid import GridCell, GridRow, GridShape
-from dagrun.webapp.http import Request, Response, json_response
+from dagrun.webapp.http import BadRequest, Request, Response, json_response
+from dagrun.webapp.live_log import read_tail
 from dagrun.webapp.models import (
     AUDIT_DEFAULT,
     AUDIT_LIMIT,
@@ -135,6 +138,33 @@ def api_run(site: Site, request: Request, dag_id: str, run_id: str) -> RunDetail
         "tasks": [task_json(dag_id, view.run, line) for line in view.lines],
         "callbacks": [callback_json(c) for c in read_callbacks(site.store, dag_id, view.run)],
     }
+
+
+def api_log_tail(
+    site: Site, request: Request, dag_id: str, run_id: str, task_id: str, try_number: str
+) -> LogTailJson:
+    """What an attempt's log holds after byte ``?offset=``: the log page of a running
+    attempt follows its log with it."""
+    ids = (dag_id, run_id, task_id, int(try_number))
+    index = _whole_number(request.query, "map_index", MAX_INDEX_DIGITS)
+    since = _whole_number(request.query, "offset", MAX_OFFSET_DIGITS) or 0
+    chunk = read_tail(site.store, site.logs_root, ids, index, since, site.log_tail_bytes)
+    return {
+        "text": chunk.text,
+        "offset": chunk.offset,
+        "skipped": chunk.skipped,
+        "running": chunk.running,
+        "found": chunk.found,
+    }
+
+
+def _whole_number(query: dict[str, str], name: str, digits: int) -> int | None:
+    value = query.get(name)
+    if value is None:
+        return None
+    if not re.fullmatch(rf"[0-9]{{1,{digits}}}", value):
+        raise BadRequest(f"{name} must be a whole number, not {value!r}")
+    return int(value)
 
 
 def api_assets(site: Site, request: Request) -> list[AssetJson]:
@@ -309,6 +339,10 @@ def grid_json(grid: GridView) -> GridJson:
 
 # ---------------------------------------------------------------- the route table
 
+#: The digits of a log's byte offset and of a map index (the store's integers hold them).
+MAX_OFFSET_DIGITS = 18
+MAX_INDEX_DIGITS = 9
+
 _PAGING = (
     Param(
         "runs",
@@ -365,6 +399,24 @@ API_ROUTES = [
                 "state",
                 {"type": "string", "enum": [s.value for s in RunState]},
                 "Only the runs in this state.",
+            ),
+        ),
+    ),
+    # Before the run's route, whose run id would take the rest of the path.
+    ApiRoute(
+        "/api/dags/{dag_id}/runs/{run_id}/tasks/{task_id}/tries/{try_number}/log",
+        api_log_tail,
+        (
+            Param(
+                "offset",
+                {"type": "integer", "minimum": 0, "maximum": 10**MAX_OFFSET_DIGITS - 1},
+                "The byte of the attempt's output to read from (default 0: the start); the "
+                "last answer's ``offset`` reads on from where it ended.",
+            ),
+            Param(
+                "map_index",
+                {"type": "integer", "minimum": 0, "maximum": 10**MAX_INDEX_DIGITS - 1},
+                "The index of a mapped task's instance.",
             ),
         ),
     ),

@@ -268,3 +268,16 @@ class DagAssetsJson(TypedDict):
     dag_id: str
     waits_for: list[AwaitedJson]
     produces: list[ProducedJson]
+
+
+class LogTailJson(TypedDict):
+    """What an attempt's log holds after byte ``?offset=``: ``text``, after ``skipped``
+    bytes left out (more than one answer carries); ``offset`` is where the next read starts.
+    ``running`` is false once the attempt has ended; ``found`` says whether its output is on
+    this host."""
+
+    text: str
+    offset: int
+    skipped: int
+    running: bool
+    found: bool

@@ -188,6 +188,8 @@ def _read(start: _Start, end: int | None, since: int, most: int) -> tuple[bytes,
             stop = end if end is not None else os.fstat(handle.fileno()).st_size
             begin = start.offset + since
             available = max(0, stop - begin)
+            if available == 0:  # an offset far past the end is no place to seek to
+                return b"", 0
             skipped = max(0, available - most)
             handle.seek(begin + skipped)
             return handle.read(available - skipped), skipped

@@ -39,6 +39,7 @@ from dagrun.webapp.http import Request, Response, json_response
 #: a line break or NUL (which PostgreSQL refuses in text).
 ID_CHARS = r"[A-Za-z0-9_.-]+"
 RUN_ID_CHARS = r"[^\n\x00]+"
+TRY_CHARS = r"[0-9]{1,9}"
 
 #: Called as ``handler(site, request, **ids)``; returns the route's JSON document.
 ApiHandler = Callable[..., Any]
@@ -57,7 +58,7 @@ _ERRORS = {
     HTTPStatus.UNAUTHORIZED: "Served off loopback, the request carries no valid bearer token "
     "or session.",
     HTTPStatus.BAD_REQUEST: "A query parameter is not valid; the error says which.",
-    HTTPStatus.NOT_FOUND: "No DAG or run with the ids the path names.",
+    HTTPStatus.NOT_FOUND: "No DAG, run, task or try with the ids the path names.",
     HTTPStatus.SERVICE_UNAVAILABLE: "The database does not answer; try again later.",
 }
 
@@ -104,6 +105,8 @@ PATH_IDS = {
     for p in (
         PathId("dag_id", ID_CHARS, "The DAG's id."),
         PathId("run_id", RUN_ID_CHARS, "The run's id, percent-encoded."),
+        PathId("task_id", ID_CHARS, "The task's id."),
+        PathId("try_number", TRY_CHARS, "The attempt's try number (1 for the first)."),
     )
 }
 

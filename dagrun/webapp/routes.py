@@ -10,7 +10,7 @@ from collections.abc import Callable
 
 from dagrun.webapp import api, health, metrics, pages
 from dagrun.webapp.http import NotFound, Response
-from dagrun.webapp.openapi import ID_CHARS, RUN_ID_CHARS
+from dagrun.webapp.openapi import ID_CHARS, RUN_ID_CHARS, TRY_CHARS
 
 #: Called as ``handler(site, request, **params)`` with the path's named groups as params.
 Handler = Callable[..., Response]
@@ -19,7 +19,7 @@ _ID = rf"(?P<{{}}>{ID_CHARS})"
 _DAG = _ID.format("dag_id")
 _RUN = rf"(?P<run_id>{RUN_ID_CHARS})"
 _LOG = (
-    rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/tries/(?P<try_number>\d{{1,9}})/log"
+    rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/tries/(?P<try_number>{TRY_CHARS})/log"
 )
 _CALLBACK_LOG = rf"/dags/{_DAG}/runs/{_RUN}/callbacks/(?P<callback_id>\d{{1,9}})/log"
 _VALUES = rf"/dags/{_DAG}/runs/{_RUN}/tasks/{_ID.format('task_id')}/values"

@@ -1,5 +1,5 @@
 """``/api`` keeps its contract, over real HTTP against ``dagrun web``, with what real commands
-recorded: a run with a task group, a mapped task, a retried failure and its callback, an asset
+recorded: a run with a task group, a mapped task, a retried failure and its callback, logs, an asset
 a scheduler-made run consumed, a waiting run with a conf, audit entries, an import error and
 an import warning.
 
@@ -241,6 +241,18 @@ def test_every_answer_of_every_route_matches_the_description(served):
     assert check(f"/api/dags/shop/runs/{quote(waiting, safe='')}")["conf"] == {"x": [1, "<b>"]}
     check(f"/api/dags/report/runs/{quote(report_run['run_id'], safe='')}")
 
+    log = "/api/dags/shop/runs/r1/tasks/{}/tries/{}/log"
+    clean = check(log.format("prep.clean", 1))
+    assert (clean["running"], clean["found"], clean["skipped"]) == (False, True, 0)
+    assert clean["offset"] == len(clean["text"].encode()) > 0
+    failed = check(log.format("add", 1) + "?map_index=1&offset=0")
+    assert "two is bad" in failed["text"]
+    assert check(log.format("add", 1) + f"?map_index=1&offset={failed['offset']}")["text"] == ""
+    assert check(log.format("prep.clean", 1) + f"?offset={10**18 - 1}")["text"] == ""
+    check(log.format("prep.clean", 9), 404)
+    check(log.format("add", 1) + "?map_index=7", 404)
+    check(log.format("add", 1) + "?offset=-1", 400)
+
     grid = check("/api/dags/shop/grid?expand=add&runs=5")
     mapped = next(t for t in grid["tasks"] if t["task_id"] == "add")
     assert mapped["indexes"] and any("counts" in c for c in mapped["cells"])
@@ -282,7 +294,7 @@ def test_every_answer_of_every_route_matches_the_description(served):
 DESCRIPTION = document(API_ROUTES)
 fuzzed = schemathesis.openapi.from_dict(DESCRIPTION)
 #: Ids of what the store holds: a fuzzed id alone would almost only ever be a 404.
-KNOWN_IDS = {"dag_id": "shop", "run_id": "r1"}
+KNOWN_IDS = {"dag_id": "shop", "run_id": "r1", "task_id": "make", "try_number": "1"}
 
 
 def test_the_server_answers_with_the_description_the_routes_make(served):

@@ -128,6 +128,9 @@ def test_a_path_names_its_ids_for_the_router():
     handler, ids = route("/api/dags/a.b-c/runs/manual__2026-01-01T00:00:00+00:00")
     assert handler.__self__.path == "/api/dags/{dag_id}/runs/{run_id}"
     assert ids == {"dag_id": "a.b-c", "run_id": "manual__2026-01-01T00:00:00+00:00"}
+    handler, ids = route("/api/dags/d/runs/r/tasks/t/tries/2/log")
+    assert handler.__self__.path.endswith("/tasks/{task_id}/tries/{try_number}/log")
+    assert ids == {"dag_id": "d", "run_id": "r", "task_id": "t", "try_number": "2"}
 
 
 def test_a_nul_in_an_id_or_a_query_value_is_refused_before_the_store(store, tmp_path):
