@@ -5,12 +5,14 @@ once and is retried, one day that fails for good) through the real CLI in a temp
 serves that store as ``dagrun web`` does, and has headless Chromium save the grid, the graph
 of a run and the Gantt of a run as PNGs in ``docs/images``; then the DAG's source, a task's
 values, the variables, connections and pools (set through the CLI, secrets included, which
-the pages mask), and the log of an attempt a scheduler is running. Needs ``chromium`` on
-the PATH.
+the pages mask), the durations and the audit log; then a run triggered with a 120 KB conf
+while no scheduler runs (its run page, and the banner every page shows); and the log of an
+attempt a scheduler is running. Needs ``chromium`` on the PATH.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -111,6 +113,8 @@ PAGES = {
     "variables.png": ("/variables", None),
     "connections.png": ("/connections", None),
     "pools.png": ("/pools", None),
+    "durations.png": ("/dags/{dag}/durations?refresh=0", None),
+    "audit.png": ("/audit?refresh=0", None),
 }
 
 #: What the variables, connections and pools pages show, set through the CLI.
@@ -218,6 +222,20 @@ def screenshot_login(chromium: str, store, out: Path, profile: Path) -> None:
         server.shutdown()
 
 
+def screenshot_waiting(chromium: str, env: dict[str, str], base: str, scratch: Path) -> list[Path]:
+    """A run triggered with a 120 KB conf while no scheduler runs: its run page (the conf
+    in a box of its own) and the DAG list, both under the banner that says so."""
+    orders = [{"order": i, "sku": f"SKU-{i:06d}", "note": "restock the shelf"} for i in range(2000)]
+    conf = scratch / "conf.json"
+    conf.write_text(json.dumps({"orders": orders}))
+    trigger = ["trigger", DAG_ID, "--run-id", "big_conf", "--conf", f"@{conf}"]
+    subprocess.run([sys.executable, "-m", "dagrun", *trigger], env=env, check=True)
+    pages = {"banner.png": "/?refresh=0", "run_conf.png": f"/dags/{DAG_ID}/runs/big_conf?refresh=0"}
+    for name, path in pages.items():
+        screenshot(chromium, base + path, IMAGES / name, scratch / "profile")
+    return [IMAGES / name for name in pages]
+
+
 def screenshot_live_log(chromium: str, env: dict[str, str], base: str, scratch: Path) -> Path:
     """The log page of an attempt a scheduler is running, once it has printed a dozen lines
     (the demo DAG paused, so the scheduler runs only this one)."""
@@ -276,6 +294,8 @@ def main() -> int:
             login = IMAGES / "login.png"
             screenshot_login(chromium, store, login, Path(scratch) / "profile")
             print(f"wrote {login} ({login.stat().st_size:,} bytes)")
+            for shot in screenshot_waiting(chromium, env, base, Path(scratch)):
+                print(f"wrote {shot} ({shot.stat().st_size:,} bytes)")
             live = screenshot_live_log(chromium, env, base, Path(scratch))
             print(f"wrote {live} ({live.stat().st_size:,} bytes)")
         finally:

@@ -35,8 +35,11 @@ X_LABELS = 10
 PALETTE = 10
 #: The latest duration is flagged when it is this many times the median or more...
 SLOWER_RATIO = 1.5
-#: ...and the median rests on at least this many runs.
+#: ...and the median rests on at least this many runs...
 MIN_SAMPLES = 3
+#: ...and the latest took at least this many seconds more: 0.004 s against 0.002 s is
+#: twice the median, and noise (both show as 0.00s).
+SLOWER_FLOOR = 0.1
 #: Durations under a second need steps under a second.
 _STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, *NICE_STEPS)
 
@@ -60,8 +63,13 @@ class Line:
 
     @property
     def slower(self) -> bool:
-        """Whether the latest run took much longer than usual (and usual is known)."""
-        return len(self.points) >= MIN_SAMPLES and self.latest > SLOWER_RATIO * self.median > 0
+        """Whether the latest run took much longer than usual (and usual is known), by
+        more than a blink."""
+        return (
+            len(self.points) >= MIN_SAMPLES
+            and self.latest > SLOWER_RATIO * self.median > 0
+            and self.latest - self.median >= SLOWER_FLOOR
+        )
 
     @property
     def ratio(self) -> float | None:

@@ -32,8 +32,10 @@ ROW_HEIGHT = 18
 BAR_HEIGHT = 12
 LABEL_CHARS = 40
 MAX_TICKS = 8
-#: A run of quick tasks spans a second or two: its axis counts tenths.
-_SUBSECOND = (0.1, 0.2, 0.5)
+#: A run of quick tasks spans a second or less: its axis counts tenths, down to thousandths.
+_SUBSECOND = (0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
+#: The shortest span an axis covers: a run whose every time is one instant still has a scale.
+MIN_SPAN = timedelta(milliseconds=1)
 #: Axis steps a reader counts in without effort, in seconds: 1 s up to a week.
 NICE_STEPS = (
     *(1, 2, 5, 10, 15, 30),
@@ -215,7 +217,9 @@ def _window(
     now: datetime,
 ) -> tuple[datetime, datetime]:
     """The span the axis covers: the run's start (or its first queued instance) to its end,
-    now while it is active; never empty, so a scale can divide by it."""
+    now while it is active. Never empty, so a scale can divide by it, yet no longer than
+    its times: a run of quick tasks spans a fraction of a second, and padding it to a
+    whole second drew its bars in the left fifth of the axis."""
     times = [run.start_date, run.end_date]
     if RunState(run.state).active:
         times.append(now)
@@ -225,7 +229,7 @@ def _window(
         times += [t for a in tries for t in (a.started_at, a.ended_at)]
     known = [t for t in times if t is not None] or [now]
     start, end = min(known), max(known)
-    return start, max(end, start + timedelta(seconds=1))
+    return start, max(end, start + MIN_SPAN)
 
 
 class TimeScale:
@@ -384,14 +388,16 @@ def axis_ticks(start: datetime, end: datetime, tz: ZoneInfo, scale: TimeScale) -
     local_start = start.timestamp() + offset.total_seconds()
     first = math.ceil(local_start / step) * step - offset.total_seconds()
     fmt = _tick_format(step, start.astimezone(tz).date() != end.astimezone(tz).date())
+    digits = max(0, -math.floor(math.log10(step) + 1e-9))  # 0.05 s: two decimals
     ticks = []
-    at = datetime.fromtimestamp(first, UTC)
-    while at <= end:
+    for n in range(int((end.timestamp() - first) // step) + 2):
+        at = datetime.fromtimestamp(round(first + n * step, 6), UTC)
+        if at > end:
+            break
         text = at.astimezone(tz).strftime(fmt)
-        if step < 1:
-            text += f".{round(at.microsecond / 100_000) % 10}"
+        if digits:
+            text += f".{at.microsecond // 10 ** (6 - digits):0{digits}d}"
         ticks.append(Tick(scale.x(at), text))
-        at += timedelta(seconds=step)
     return ticks
 
 

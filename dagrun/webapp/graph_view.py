@@ -25,7 +25,7 @@ from typing import ClassVar
 import networkx as nx
 
 from dagrun.parsing.graph_export import GroupNode, group_tree
-from dagrun.parsing.spec import DagSpec
+from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.states import TaskState, merged
 from dagrun.store.run_reads import RunRow
 from dagrun.store.task_reads import TaskRow
@@ -51,6 +51,8 @@ GROUP_CHAR_WIDTH = 6.5
 MAPPED_MARK = " [ ]"
 #: What it shows in a run where it was expanded: its number of instances.
 MAPPED_COUNT = " \N{MULTIPLICATION SIGN} {}"
+#: Characters of a task's kind that fit in small type in the box's top-right corner.
+KIND_CHARS = 26
 LAYOUT_CACHE_SIZE = 64
 
 
@@ -63,13 +65,30 @@ class Node:
     x: int
     y: int
     mapped: bool
+    #: What the task is, in small type on its box (``kind_of``).
+    kind: str = ""
     width: ClassVar[int] = BOX_WIDTH
     height: ClassVar[int] = BOX_HEIGHT
 
     @property
     def label_at(self) -> tuple[int, int]:
-        """Where the caption's baseline starts: inset, vertically centred for 12px type."""
-        return self.x + 8, self.y + BOX_HEIGHT // 2 + 4
+        """Where the caption's baseline starts: inset, a little below the middle for 12px
+        type, under the kind."""
+        return self.x + 8, self.y + BOX_HEIGHT // 2 + 7
+
+    @property
+    def kind_at(self) -> tuple[int, int]:
+        """Where the kind's baseline ends (it is right-aligned): the top-right corner."""
+        return self.x + BOX_WIDTH - 6, self.y + 10
+
+
+def kind_of(task: TaskSpec) -> str:
+    """What a task is, as its box says it: ``bash``, ``python``, ``@task`` or an Airflow
+    operator's class name, ``sensor`` for a native sensor, and ``mapped`` after a mapped
+    task's; cut to ``KIND_CHARS``."""
+    kind = "sensor" if task.sensor is not None and not task.kind.endswith("Sensor") else task.kind
+    kind += " \N{MIDDLE DOT} mapped" if task.mapped else ""
+    return kind if len(kind) <= KIND_CHARS else kind[: KIND_CHARS - 1] + "…"
 
 
 @dataclass(frozen=True)
@@ -282,6 +301,7 @@ def compute_layout(spec: DagSpec) -> Layout:
             left(layer_of[t.task_id]),
             MARGIN + block.tops[t.task_id],
             bool(t.mapped),
+            kind_of(t),
         )
         for t in spec.tasks
     }

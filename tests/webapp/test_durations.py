@@ -12,7 +12,7 @@ import pytest
 from dagrun.store import Store, sql
 from dagrun.store.history import recent_durations
 from dagrun.webapp import WebApp
-from dagrun.webapp.durations import MAX_RUNS, SLOWER_RATIO
+from dagrun.webapp.durations import MAX_RUNS, SLOWER_FLOOR, SLOWER_RATIO, Line, Point
 from tests.webapp.test_gantt import T0, Ti, insert_run, save_spec, spec_of
 from tests.webapp.test_webapp import Elements, call
 
@@ -88,6 +88,36 @@ def test_a_steady_dag_flags_nothing(sqlite_store):
     for day in range(DAYS - 1):
         day_run(sqlite_store, spec, day)
     reply = call(WebApp(sqlite_store), "/dags/d/durations")
+    assert not Elements(reply.text).select("tr", "slower")
+
+
+@pytest.mark.parametrize(
+    ("median", "latest", "flagged"),
+    [
+        (0.002, 0.004, False),  # twice the median, both 0.00s: noise
+        (0.05, 0.12, False),  # more than twice, by less than the floor
+        (0.05, 0.2, True),  # four times, by more than the floor
+        (0.2, 0.45, True),
+    ],
+)
+def test_a_slower_task_is_slower_by_more_than_a_blink(median, latest, flagged):
+    points = [Point(0, 0, "")] * 5
+    line = Line("t", "task dc0", points, median, latest)
+    assert line.slower is flagged
+    assert SLOWER_FLOOR == 0.1
+
+
+def test_a_dag_of_quick_tasks_flags_nothing(sqlite_store):
+    """Tasks of a few milliseconds, the last twice as long: not flagged 2.0 times slower."""
+    spec = spec_of({"quick": []}, tz="UTC")
+    save_spec(sqlite_store, spec)
+    for day, seconds in enumerate([0.002, 0.002, 0.002, 0.002, 0.004]):
+        date = T0 + timedelta(days=day)
+        at = day * 86400 + 3600.0
+        instances = [Ti("quick", at, at, at + seconds)]
+        insert_run(sqlite_store, spec, f"d{day}", instances, logical_date=date, start=date)
+    reply = call(WebApp(sqlite_store), "/dags/d/durations")
+    assert reply.status == 200 and "slower-mark" not in reply.text
     assert not Elements(reply.text).select("tr", "slower")
 
 

@@ -274,6 +274,37 @@ def test_axis_ticks_are_round_local_times(example):
     assert [t.at for t in view.ticks] == sorted(t.at for t in view.ticks)
 
 
+def test_a_run_of_quick_tasks_fills_the_axis(sqlite_store):
+    """A run of 0.2 s was drawn on an axis of a whole second: its bars took the left fifth."""
+    spec = spec_of({"a": [], "b": ["a"]}, tz="UTC")
+    save_spec(sqlite_store, spec)
+    insert_run(sqlite_store, spec, "quick", [Ti("a", 0, 0.01, 0.08), Ti("b", 0.08, 0.09, 0.2)])
+    view = read_gantt(sqlite_store, "d", "quick")
+    last = view.rows[-1].bars[-1]
+    assert last.x + last.width == pytest.approx(LABEL_WIDTH + CHART_WIDTH, abs=0.2)
+    first = view.rows[0].wait
+    assert first.x == pytest.approx(LABEL_WIDTH, abs=0.1)
+    # 0.2 s in at most 8 parts: every 0.05 s, labelled to the hundredth
+    assert [t.label for t in view.ticks] == [
+        "06:00:00.00",
+        "06:00:00.05",
+        "06:00:00.10",
+        "06:00:00.15",
+        "06:00:00.20",
+    ]
+    assert view.ticks[-1].at == pytest.approx(LABEL_WIDTH + CHART_WIDTH, abs=0.1)
+
+
+def test_a_run_of_one_instant_still_has_a_scale(sqlite_store):
+    spec = spec_of({"a": []}, tz="UTC")
+    save_spec(sqlite_store, spec)
+    insert_run(sqlite_store, spec, "instant", [Ti("a", 0, 0, 0)])
+    view = read_gantt(sqlite_store, "d", "instant")
+    bar = view.rows[0].bars[0]
+    assert bar.x == pytest.approx(LABEL_WIDTH) and bar.width == 1.0
+    assert view.ticks[0].label == "06:00:00.000"
+
+
 def test_ids_and_run_ids_are_escaped(sqlite_store):
     spec = spec_of({"<i>t</i>": []})
     save_spec(sqlite_store, spec)

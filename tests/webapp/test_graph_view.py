@@ -4,6 +4,7 @@ called in-process through WSGI on a store filled by the real transitions."""
 from __future__ import annotations
 
 import itertools
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -362,6 +363,75 @@ def test_a_200_task_dag_with_a_run_renders(sqlite_store: Store, tmp_path: Path):
     assert len(page.select("g", "group")) == 12
     states = [g["data-state"] for g in page.select("g", "task")]
     assert states.count("failed") == 1 and states.count("success") > 100
+
+
+KINDS_DAG = """
+    from dagrun import DAG, BashTask, task
+
+    with DAG("kinds", schedule=None):
+        @task
+        def shops():
+            return ["berlin", "paris"]
+
+        @task
+        def extract(shop):
+            return shop
+
+        @task.sensor(poke_interval=1, timeout=5)
+        def ready():
+            return True
+
+        ready() >> extract.expand(shop=shops()) >> BashTask("load", command="echo")
+    """
+AIRFLOW_DAG = """
+    from airflow import DAG
+    from airflow.decorators import task
+    from airflow.operators.bash import BashOperator
+
+    with DAG("af", schedule=None):
+        @task
+        def hello():
+            return 1
+
+        hello() >> BashOperator(task_id="say", bash_command="echo hi")
+    """
+
+
+def test_each_box_says_what_its_task_is(sqlite_store: Store, tmp_path: Path):
+    write_dag(tmp_path / "dags", "kinds.py", KINDS_DAG)
+    write_dag(tmp_path / "dags", "af.py", AIRFLOW_DAG)
+    sync_dags(sqlite_store, str(tmp_path / "dags"))
+    app = WebApp(sqlite_store)
+    kinds = {}
+    for dag_id in ("kinds", "af"):
+        reply = call(app, f"/dags/{dag_id}/graph")
+        found = kinds_on(reply.text)
+        assert len(found) == len(graph_of(reply).select("rect", "task"))
+        kinds.update(found)
+    assert kinds == {
+        "shops": "python",
+        "extract": "python \N{MIDDLE DOT} mapped",
+        "ready": "sensor",
+        "load": "bash",
+        "hello": "@task",
+        "say": "BashOperator",
+    }
+
+
+def kinds_on(html: str) -> dict[str, str]:
+    """Each box's task id and the kind written on it."""
+    box = r'<g class="task" data-task="([^"]+)".*?<text class="task-kind"[^>]*>([^<]*)</text>'
+    return dict(re.findall(box, html, re.S))
+
+
+def test_a_long_kind_is_cut_and_the_kind_sits_above_the_caption():
+    long = TaskSpec(task_id="t", kind="AVeryLongProviderOperatorClassName", upstream=())
+    assert graph_view.kind_of(long) == "AVeryLongProviderOperator…"
+    assert len(graph_view.kind_of(long)) == graph_view.KIND_CHARS
+    (node,) = compute_layout(bare_spec(long)).nodes
+    assert node.kind == "AVeryLongProviderOperator…"
+    assert node.kind_at[1] + 3 < node.label_at[1] - 9  # a 10px line above a 12px one
+    assert node.kind_at[0] <= node.x + BOX_WIDTH and node.label_at[1] < node.y + BOX_HEIGHT
 
 
 def test_an_edge_label_sits_at_the_middle_of_its_edge():
