@@ -11,6 +11,7 @@ tells listening workers when work is queued (``WORK_CHANNEL``).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 import os
 import sqlite3
@@ -30,7 +31,7 @@ from sqlalchemy.exc import (
     SQLAlchemyError,
 )
 
-from dagrun import processes
+from dagrun import processes, settings
 from dagrun.errors import (
     NotDagrunStore,
     OutageTooLong,
@@ -61,9 +62,6 @@ _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 #: power cut can roll back the last commits, which every dagrun transition tolerates (a task
 #: that ran again rewrites the same partition). FULL adds an fsync per commit.
 SQLITE_SYNCHRONOUS = os.environ.get("DAGRUN_SQLITE_SYNCHRONOUS", "NORMAL").upper()
-#: How long a SQLite writer waits for another's write lock before it gives up
-#: (``StoreLocked``): writers hold it for milliseconds, so only a stuck process reaches this.
-SQLITE_BUSY_SECONDS = float(os.environ.get("DAGRUN_SQLITE_BUSY_SECONDS", "60"))
 
 
 def _dispose_after_fork() -> None:
@@ -443,8 +441,11 @@ def _make_engine(url: str, only_home_folder: bool) -> Engine:
     database = parsed.database
     if database and database != ":memory:":
         _sqlite_folder(url, Path(database).absolute().parent, only_home_folder)
-    engine = create_engine(url, connect_args={"timeout": SQLITE_BUSY_SECONDS})
-    event.listen(engine, "connect", _sqlite_connect)
+    # How long a writer waits for another's write lock before it gives up (StoreLocked):
+    # writers hold it for milliseconds, so only a stuck process makes another wait this long.
+    busy = settings.get("database.sqlite_busy_seconds")
+    engine = create_engine(url, connect_args={"timeout": busy})
+    event.listen(engine, "connect", functools.partial(_sqlite_connect, busy_seconds=busy))
     event.listen(engine, "begin", _sqlite_begin)
     return engine
 
@@ -464,23 +465,27 @@ def _sqlite_folder(url: str, folder: Path, only_home_folder: bool) -> None:
         raise StoreError(f"cannot create the SQLite folder {folder}: {exc}") from exc
 
 
-def _sqlite_connect(dbapi_conn, _record) -> None:
+def _sqlite_connect(dbapi_conn, _record, *, busy_seconds: float) -> None:
     dbapi_conn.isolation_level = None
     cursor = dbapi_conn.cursor()
     _use_wal(cursor)
     cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
     cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA busy_timeout={int(SQLITE_BUSY_SECONDS * 1000)}")
+    cursor.execute(f"PRAGMA busy_timeout={int(busy_seconds * 1000)}")
     cursor.close()
 
 
 def _use_wal(cursor) -> None:
-    """Switch a database to WAL once (it stays so). Several processes opening a brand-new
-    database at once may find it busy: the switch takes an exclusive lock that SQLite does
-    not wait for, so try again briefly."""
+    """Switch a database to WAL once (it stays so): a new one, or dagrun's (a restored
+    copy); never another program's, which ``ensure_schema`` refuses untouched. Several
+    processes opening a brand-new database at once may find it busy: the switch takes an
+    exclusive lock that SQLite does not wait for, so try again briefly."""
     for attempt in range(100):
         try:
             if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
+                return
+            tables = {row[0] for row in cursor.execute(_TABLES)}
+            if tables and "dagrun_meta" not in tables:
                 return
             cursor.execute("PRAGMA journal_mode=WAL")
             return
@@ -495,6 +500,9 @@ def _changes(conn: Connection) -> int | None:
     from one that only read; None elsewhere (a PostgreSQL write counts as one that wrote)."""
     raw = conn.connection.dbapi_connection
     return getattr(raw, "total_changes", None)
+
+
+_TABLES = "SELECT name FROM sqlite_schema WHERE type = 'table'"
 
 
 def _foreign_keys_back_on(conn: Connection) -> None:

@@ -10,9 +10,10 @@ import sys
 import time
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from zoneinfo import ZoneInfo
 
 import pytest
-from sqlalchemy import func, insert, select
+from sqlalchemy import func, insert, select, update
 
 from dagrun.states import CallbackState, RunState, TaskState
 from dagrun.store import Store, retention, sql
@@ -239,6 +240,23 @@ def test_the_cutoff_is_exclusive_and_every_dag_is_cleaned(store, history):
     later = history.run(day(9), dag_id="b")
     assert retention.clean(store, CUTOFF).runs == 2
     assert run_ids(store) == {at_cutoff, later}
+
+
+def test_a_cutoff_without_an_offset_is_each_dags_local_midnight(store, history):
+    """``db clean --before 2026-01-06``: a Tokyo DAG's run of 2026-01-06 00:00 Tokyo (before
+    midnight UTC) stays, as ``runs list`` shows it on the 6th; audit rows count in UTC."""
+    tokyo = ZoneInfo("Asia/Tokyo")
+    local = [datetime(2026, 1, d, tzinfo=tokyo).astimezone(UTC) for d in (4, 5, 6)]
+    runs_ = [history.run(when, dag_id="tokyo") for when in local]
+    utc_day_5 = history.run(day(4), dag_id="d")
+    with store.write() as conn:
+        conn.execute(update(dag).where(dag.c.dag_id == "tokyo").values(timezone="Asia/Tokyo"))
+    history.audit(datetime(2026, 1, 5, 23, tzinfo=UTC))
+    planned = retention.plan(store, datetime(2026, 1, 6))
+    done = retention.clean(store, datetime(2026, 1, 6))
+    assert run_ids(store) == {runs_[2]}
+    assert utc_day_5 not in run_ids(store)
+    assert planned.runs == done.runs == 3 and done.audit_rows == 1
 
 
 def test_a_dry_run_counts_what_a_clean_deletes_and_deletes_nothing(store, history):
