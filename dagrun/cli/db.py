@@ -6,6 +6,7 @@ import sys
 import time
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 import click
@@ -14,6 +15,9 @@ from dagrun.cli.app import App, pass_app
 from dagrun.errors import StoreError, UsageError
 from dagrun.store import retention, schema
 from dagrun.timing.instants import iso, parse_cli_instant
+
+if TYPE_CHECKING:
+    from dagrun.store.clock import Skew
 
 
 @click.group()
@@ -35,13 +39,15 @@ def check(app: App) -> None:
     """Check the database: it answers, its schema is dagrun's and not newer than this
     dagrun, SQLite's quick_check finds every page sound, and every row of every table
     reads (on PostgreSQL: connectivity, schema version and a read of every table). Each
-    problem is named on its own line; exit 1 if there is any. Writes nothing.
+    problem is named on its own line; exit 1 if there is any. A sound database's clock is
+    measured against this host's: the database's decides what is due. Writes nothing.
     """
-    from dagrun.store import Store, integrity
+    from dagrun.store import Store, clock, integrity
 
     store = Store(app.db_url, create=False, only_home_folder=True)
     try:
         found = integrity.check(store)
+        skew = clock.measure(store) if found.ok else None
     finally:
         store.dispose()
     if found.refused is not None:
@@ -51,6 +57,7 @@ def check(app: App) -> None:
             f"ok: {found.database}, schema version {found.version}, {found.tables} tables "
             f"and {found.rows:,} rows read"
         )
+        click.echo(_clock_line(skew))
         return
     for damage in found.damage:
         click.echo(f"damaged: {damage}")
@@ -59,6 +66,17 @@ def check(app: App) -> None:
         "stop every dagrun process and put a copy made by `dagrun db backup` in its place, "
         "or move it aside and start a new one"
     )
+
+
+def _clock_line(skew: Skew | None) -> str:
+    """What ``db check`` says of the clocks: the database's minus this host's, and how,
+    past the difference long-running processes report."""
+    from dagrun.store.clock import SKEW_SECONDS
+
+    if skew is None:
+        return "clock: SQLite reads this host's clock, the only one: no difference to measure"
+    line = f"clock: the database's minus this host's: {skew.seconds:+.3f} s"
+    return line if abs(skew.seconds) <= SKEW_SECONDS else f"{line}; {skew.describe()}"
 
 
 @db.command("backup")
