@@ -187,7 +187,7 @@ def test_the_timeout_counts_from_the_first_poke_and_is_never_retried(
     assert not done.rescheduled and not done.retrying
     assert (done.dead, done.skipped) == (([], done.accepted) if soft_fail else (done.accepted, []))
     assert done.callbacks == callbacks, "a failure callback; none for a skip"
-    assert done.finished_runs == [pk]
+    assert list(done.finished_runs) == [pk]
     row = ti_row(store, pk, "landed")
     assert (row.state, row.last_error) == (state, "sensor timed out after 60 s")
     assert (row.try_number, row.pokes, row.first_poke_at, row.duration) == (1, 3, T, 0.25)

@@ -794,7 +794,7 @@ def test_success_advances_downstream_and_finishes_the_run(store: Store):
         assert ti_row(store, pk, task_id).state == TaskState.SUCCESS
         assert ti_row(store, pk, task_id).lease_owner is None
         assert attempt_rows(store, c.ti_id)[-1].outcome == AttemptOutcome.SUCCESS
-    assert done.finished_runs == [pk]
+    assert done.finished_runs == {pk: RunState.SUCCESS}
     assert run_state(store, pk) == RunState.SUCCESS
     with store.read() as conn:
         assert attempts.upstream_values(conn, pk, ["report"]) == {"report": {"n": 1}}
