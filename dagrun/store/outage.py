@@ -238,21 +238,23 @@ def _translate_sqlite(exc: Exception, orig: sqlite3.Error, database: str) -> Sto
     return StoreError(message)
 
 
+#: SQLAlchemy's module of result processors (``str_to_datetime``...), compiled or not.
+_RESULT_PROCESSORS = "sqlalchemy.engine._processors"
 #: Where dagrun's own code calls the driver: an error the driver raises surfaces there.
 _DRIVER_CALLERS = {"dagrun.store.sql", "dagrun.store.engine", "dagrun.store.integrity"}
 
 
 def unreadable(exc: BaseException) -> bool:
-    """Whether a ValueError or TypeError is a stored value that cannot be read: raised in
-    SQLAlchemy (turning a damaged text into an instant), or a UnicodeDecodeError raised by
-    the driver itself (Python's sqlite3 raises one in place of SQLite's error when that
-    error quotes damaged text, such as a damaged schema's)."""
+    """Whether a ValueError or TypeError is a stored value that cannot be read: raised by
+    SQLAlchemy's result processors (turning a damaged text into an instant), or a
+    UnicodeDecodeError raised by the driver itself (Python's sqlite3 raises one in place of
+    SQLite's error when that error quotes damaged text, such as a damaged schema's)."""
     tb = exc.__traceback__
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     module = tb.tb_frame.f_globals.get("__name__", "") if tb is not None else ""
     driver = isinstance(exc, UnicodeDecodeError) and module in _DRIVER_CALLERS
-    return module.split(".")[0] == "sqlalchemy" or driver
+    return module.startswith(_RESULT_PROCESSORS) or driver
 
 
 def _restore(backend: str) -> str:

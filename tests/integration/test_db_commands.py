@@ -146,3 +146,21 @@ def test_a_newer_schema_is_one_line_for_every_command(cli_env, dags_dir):
     db.close()
     for command in (("trigger", "tokyo"), ("runs", "list", "tokyo"), ("db", "check")):
         assert "newer than this dagrun" in one_line(run_cli(*command, env=cli_env))
+
+
+def test_a_driver_error_the_store_did_not_translate_is_one_line(monkeypatch, capsys):
+    from sqlalchemy.exc import IntegrityError
+
+    import dagrun.cli
+
+    def broken_index(**_options) -> None:
+        raise IntegrityError("INSERT ...", {}, Exception("UNIQUE constraint failed: dag.dag_id"))
+
+    monkeypatch.setattr(dagrun.cli.cli, "main", broken_index)
+    with pytest.raises(SystemExit) as exited:
+        dagrun.cli.main(["dags", "list"])
+    assert exited.value.code == 1
+    assert capsys.readouterr().err == (
+        "error: database error: (builtins.Exception) UNIQUE constraint failed: dag.dag_id; "
+        "`dagrun db check` checks the database\n"
+    )
