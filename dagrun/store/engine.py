@@ -154,7 +154,7 @@ class Store:
             except StoreUnavailable as exc:
                 waited = time.monotonic() - started
                 if waited > limit:
-                    raise OutageTooLong(waited, limit, str(exc)) from exc
+                    raise OutageTooLong(waited, limit, exc) from exc
                 if not backoff.failures:
                     log.warning("database unavailable, waiting up to %g s: %s", limit, exc)
                 time.sleep(backoff.next())
