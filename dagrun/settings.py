@@ -52,6 +52,8 @@ class Setting:
     env: str = ""
     secret: bool = False
     choices: tuple[str, ...] = ()
+    #: The smallest value a number may take.
+    least: float = 0
 
     @property
     def name(self) -> str:
@@ -72,8 +74,9 @@ class Setting:
             raise ValueError(f"must be {_KIND_NAMES[self.kind]}, not {value!r}")
         if self.choices and str(value).lower() not in self.choices:
             raise ValueError(f"must be one of {', '.join(self.choices)}, not {value!r}")
-        if isinstance(value, int | float) and not isinstance(value, bool) and value < 0:
-            raise ValueError(f"must not be negative, not {value!r}")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value < self.least:
+            floor = "negative" if self.least == 0 else f"below {self.least:g}"
+            raise ValueError(f"must not be {floor}, not {value!r}")
         return str(value).lower() if self.choices else value
 
 
@@ -181,10 +184,11 @@ SETTINGS: tuple[Setting, ...] = (
     _s(
         "web",
         "idle_seconds",
-        float,
-        0.0,
-        "Seconds of no request after which `dagrun web` exits (0: never).",
+        int,
+        30,
+        "Seconds a connection to the web page may stay open without traffic.",
         env="DAGRUN_WEB_IDLE_SECONDS",
+        least=1,
     ),
     _s(
         "web",

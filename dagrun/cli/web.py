@@ -22,7 +22,7 @@ from dagrun.errors import UsageError
 from dagrun.store import Store, accounts
 from dagrun.webapp import WebApp
 from dagrun.webapp.auth import Gate
-from dagrun.webapp.server import IDLE_SECONDS, WebServer, bind_listener, is_loopback
+from dagrun.webapp.server import WebServer, bind_listener, is_loopback
 
 log = logging.getLogger("dagrun.web")
 
@@ -44,12 +44,10 @@ log = logging.getLogger("dagrun.web")
 )
 @click.option(
     "--idle-timeout",
-    envvar="DAGRUN_WEB_IDLE_SECONDS",
     type=click.IntRange(min=1),
-    default=IDLE_SECONDS,
-    show_default=True,
+    default=None,
     help="Close a connection after this many seconds without traffic "
-    "(env DAGRUN_WEB_IDLE_SECONDS).",
+    "(setting web.idle_seconds, env DAGRUN_WEB_IDLE_SECONDS; default 30).",
 )
 @click.option(
     "--no-auth",
@@ -69,7 +67,7 @@ def web(
     app: App,
     host: str,
     port: int,
-    idle_timeout: int,
+    idle_timeout: int | None,
     no_auth: bool,
     trusted_proxy: bool | None,
 ) -> None:
@@ -83,7 +81,8 @@ def web(
     except UsageError:
         listener.close()
         raise
-    server = WebServer(WebApp(app.store, gate=gate), listener, idle_seconds=idle_timeout)
+    idle = idle_timeout or settings.get("web.idle_seconds")
+    server = WebServer(WebApp(app.store, gate=gate), listener, idle_seconds=idle)
     login = "; login required" if gate else ""
     click.echo(
         f"dagrun web: serving http://{_where(bound_host, bound_port)}/{login} (Ctrl+C to stop)",

@@ -13,7 +13,7 @@ each request until it is complete; only a complete request goes to a fixed pool 
 * a half-open connection costs a socket and a small buffer, never a thread: the thread count
   is fixed when the server starts (the loop plus the pool), whatever clients do;
 * a connection with no traffic for ``idle_seconds`` (default ``IDLE_SECONDS``; the CLI reads
-  ``DAGRUN_WEB_IDLE_SECONDS``) is closed, so sockets held open for nothing are reclaimed,
+  the setting ``web.idle_seconds``) is closed, so sockets held open for nothing are reclaimed,
   and so is a client that stops reading its response;
 * at most ``CONNECTION_LIMIT`` connections are open at once (fewer when the process may open
   fewer files); past that, new ones wait in the listen backlog instead of exhausting file

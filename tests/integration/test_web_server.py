@@ -219,6 +219,6 @@ def test_web_idle_timeout_defaults_to_30_seconds_and_reads_the_environment(cli_e
     result = run_cli("web", "--help", env=cli_env)
     assert result.returncode == 0
     assert "DAGRUN_WEB_IDLE_SECONDS" in result.stdout
-    assert re.search(r"--idle-timeout[\s\S]*default:\s*30[;\]]", result.stdout), result.stdout
+    assert re.search(r"--idle-timeout[\s\S]*default\s*30\)", result.stdout), result.stdout
     bad = run_cli("web", "--port", "0", env={**cli_env, "DAGRUN_WEB_IDLE_SECONDS": "0"})
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
