@@ -61,7 +61,7 @@ _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
 #: WAL with NORMAL is always consistent and survives any process crash; only an OS crash or
 #: power cut can roll back the last commits, which every dagrun transition tolerates (a task
 #: that ran again rewrites the same partition). FULL adds an fsync per commit.
-SQLITE_SYNCHRONOUS = os.environ.get("DAGRUN_SQLITE_SYNCHRONOUS", "NORMAL").upper()
+SQLITE_SYNCHRONOUS: str = settings.get("database.sqlite_synchronous").upper()
 
 
 def _dispose_after_fork() -> None:
@@ -74,7 +74,7 @@ os.register_at_fork(after_in_child=_dispose_after_fork)
 
 
 def dagrun_home() -> Path:
-    return Path(os.environ.get("DAGRUN_HOME", ".dagrun")).absolute()
+    return Path(settings.get("core.home")).absolute()
 
 
 def default_url() -> str:
@@ -122,7 +122,7 @@ class Store:
     ):
         """``only_home_folder`` (what the command line asks for): a SQLite file's missing
         folder is made only under ``DAGRUN_HOME``; any other is ``StoreFolderMissing``."""
-        self.url = normalise_url(url or os.environ.get("DAGRUN_DB_URL") or default_url())
+        self.url = normalise_url(url or settings.get("core.db_url") or default_url())
         self.engine = _make_engine(self.url, only_home_folder)
         _ENGINES.add(self.engine)
         self.caps = capabilities(self.engine.dialect.name)
@@ -302,7 +302,7 @@ def shared_store(url: str | None) -> Store:
     default), its schema made or brought up to date on first use: what ``Variable`` and
     ``Connection`` read outside an attempt."""
     create = url is None
-    url = url or os.environ.get("DAGRUN_DB_URL") or default_url()
+    url = url or settings.get("core.db_url") or default_url()
     store = _SHARED.get(url)
     if store is None:
         store = _SHARED[url] = Store(url, create=create)
@@ -403,7 +403,7 @@ _PG_CONNECT_ARGS = {
 #: A dagrun transaction lasts milliseconds. One left open this long belongs to a process
 #: that was paused (or hung) inside it: PostgreSQL ends it, so the row locks it holds stop
 #: blocking every other worker; the paused process finds its transaction gone and retries.
-IDLE_IN_TRANSACTION_MS = int(os.environ.get("DAGRUN_PG_IDLE_IN_TRANSACTION_MS", "10000"))
+IDLE_IN_TRANSACTION_MS: int = settings.get("database.pg_idle_in_transaction_ms")
 
 
 def _connect_args(parsed) -> dict[str, object]:

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import logging
 import math
-import os
 import re
 import sqlite3
 import threading
@@ -34,6 +33,7 @@ from sqlalchemy.exc import (
     ProgrammingError,
 )
 
+from dagrun import settings
 from dagrun.errors import (
     DagrunError,
     NotDagrunStore,
@@ -50,7 +50,7 @@ from dagrun.timing.backoff import Backoff
 log = logging.getLogger("dagrun.store")
 
 #: Seconds a long-running process waits for the database to come back before it gives up.
-OUTAGE_SECONDS = float(os.environ.get("DAGRUN_DB_OUTAGE_SECONDS", "300"))
+OUTAGE_SECONDS: float = settings.get("database.outage_seconds")
 
 
 class Health:
