@@ -59,6 +59,16 @@ def shifted(offset: str) -> dict[str, str]:
     return {"FAKETIME": offset}
 
 
+def skewed_scheduler(
+    clock: dict[str, str], workers: int, env: dict[str, str], log: Path
+) -> subprocess.Popen:
+    """``dagrun scheduler`` ticking every 0.2 s with ``workers`` embedded workers, under
+    libfaketime's ``clock``."""
+    return start_skewed(
+        clock, "scheduler", "--workers", str(workers), "--poll", "0.2", env=env, log=log
+    )
+
+
 @pytest.fixture
 def pg_env(pg_url, dags_dir: Path, tmp_path: Path) -> dict[str, str]:
     """A CLI environment on a PostgreSQL schema of its own, its tables made."""
@@ -104,16 +114,7 @@ def test_a_scheduler_off_by_hours_creates_what_the_database_clock_says(
 ):
     hourly_dag(dags_dir, hours_back=5)
     start = (datetime.now(UTC) - timedelta(hours=5)).replace(minute=0, second=0, microsecond=0)
-    scheduler = start_skewed(
-        shifted(offset),
-        "scheduler",
-        "--workers",
-        "0",
-        "--poll",
-        "0.2",
-        env=pg_env,
-        log=tmp_path / "scheduler.log",
-    )
+    scheduler = skewed_scheduler(shifted(offset), 0, env=pg_env, log=tmp_path / "scheduler.log")
     try:
         wait_until(
             lambda: set(due_ends(pg_env, start)) <= set(interval_ends(pg_env)),
@@ -145,16 +146,7 @@ ONE_TASK = """
 @needs_faketime
 def test_trigger_at_counts_from_the_database_clock(pg_env, dags_dir, tmp_path):
     write_dag(dags_dir, "later.py", ONE_TASK)
-    scheduler = start_skewed(
-        shifted("+0"),
-        "scheduler",
-        "--workers",
-        "1",
-        "--poll",
-        "0.2",
-        env=pg_env,
-        log=tmp_path / "scheduler.log",
-    )
+    scheduler = skewed_scheduler(shifted("+0"), 1, env=pg_env, log=tmp_path / "scheduler.log")
     try:
         before = db_now(pg_env)
         trigger = subprocess.run(
@@ -203,16 +195,7 @@ RETRY_AND_SENSOR = """
 def test_a_worker_an_hour_ahead_keeps_retry_and_sensor_times_and_leases(pg_env, dags_dir, tmp_path):
     write_dag(dags_dir, "skewed.py", RETRY_AND_SENSOR.format(marker=str(tmp_path / "tried")))
     assert run_cli("trigger", "skewed", env=pg_env).returncode == 0
-    ahead = start_skewed(
-        shifted("+1h"),
-        "scheduler",
-        "--workers",
-        "1",
-        "--poll",
-        "0.2",
-        env=pg_env,
-        log=tmp_path / "ahead.log",
-    )
+    ahead = skewed_scheduler(shifted("+1h"), 1, env=pg_env, log=tmp_path / "ahead.log")
     right = start_skewed(
         shifted("+0"), "worker", "--concurrency", "1", env=pg_env, log=tmp_path / "right.log"
     )
@@ -257,9 +240,7 @@ def test_a_sqlite_scheduler_stepped_back_an_hour_repeats_nothing(cli_env, dags_d
     clock = {"FAKETIME_TIMESTAMP_FILE": str(spec), "FAKETIME_NO_CACHE": "1"}
     assert run_cli("db", "init", env=cli_env).returncode == 0
     log = tmp_path / "scheduler.log"
-    scheduler = start_skewed(
-        clock, "scheduler", "--workers", "1", "--poll", "0.2", env=cli_env, log=log
-    )
+    scheduler = skewed_scheduler(clock, 1, env=cli_env, log=log)
     try:
         wait_until(
             lambda: (
