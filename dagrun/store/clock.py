@@ -16,6 +16,7 @@ from __future__ import annotations
 import logging
 import math
 import os
+import threading
 import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -31,8 +32,9 @@ log = logging.getLogger("dagrun.clock")
 
 #: A host clock this far from the database's is reported (seconds).
 SKEW_SECONDS = 5.0
-#: A step of the host clock this large, beside the monotonic clock, is logged as a jump.
-JUMP_SECONDS = 3600.0
+#: A step of the host clock this large, beside the monotonic clock, is logged as a jump
+#: (less a second: the two clocks are not read at the same instant).
+JUMP_SECONDS = 3600.0 - 1.0
 #: Seconds between two measurements of a long-running process.
 MEASURE_EVERY = 60.0
 
@@ -77,18 +79,32 @@ def measure(store: Store) -> Skew | None:
     return Skew(database, host)
 
 
+class ProcessClock:
+    """What one process has said about its clock, whichever of its loops noticed: a
+    scheduler and its embedded worker watch the same clock and say each thing once."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.said: float | None = None
+        self.pair = (time.time(), time.monotonic())
+
+
+_PROCESS = ProcessClock()
+
+
 class ClockWatch:
     """What a long-running process says about its clock: a difference from the database's
     past ``SKEW_SECONDS`` (once, and again when it changes by as much), and a jump of the
     host's clock past ``JUMP_SECONDS``. ``check`` is cheap between measurements."""
 
-    def __init__(self, store: Store, every: float = MEASURE_EVERY):
+    def __init__(
+        self, store: Store, every: float = MEASURE_EVERY, process: ProcessClock = _PROCESS
+    ):
         self.store = store
         self.every = every
+        self.process = process
         self.last: Skew | None = None
-        self._said: float | None = None
         self._next = -math.inf
-        self._pair = (time.time(), time.monotonic())
 
     @property
     def offset(self) -> float | None:
@@ -110,18 +126,24 @@ class ClockWatch:
 
     def _report(self, skew: Skew) -> None:
         off = abs(skew.seconds) > SKEW_SECONDS
-        if off and (self._said is None or abs(skew.seconds - self._said) > SKEW_SECONDS):
-            log.warning("%s", skew.describe())
-            self._said = skew.seconds
-        elif not off and self._said is not None:
-            log.warning("this host's clock is within %g s of the database's again", SKEW_SECONDS)
-            self._said = None
+        with self.process.lock:
+            said = self.process.said
+            if off and (said is None or abs(skew.seconds - said) > SKEW_SECONDS):
+                log.warning("%s", skew.describe())
+                self.process.said = skew.seconds
+            elif not off and said is not None:
+                log.warning(
+                    "this host's clock is within %g s of the database's again", SKEW_SECONDS
+                )
+                self.process.said = None
 
     def _check_jump(self) -> None:
-        wall, mono = time.time(), time.monotonic()
-        step = (wall - self._pair[0]) - (mono - self._pair[1])
-        self._pair = (wall, mono)
-        if abs(step) > JUMP_SECONDS:
+        with self.process.lock:
+            wall, mono = time.time(), time.monotonic()
+            before_wall, before_mono = self.process.pair
+            self.process.pair = (wall, mono)
+        step = (wall - before_wall) - (mono - before_mono)
+        if abs(step) >= JUMP_SECONDS:
             way = "forward" if step > 0 else "back"
             log.warning(
                 "this host's clock jumped %s by %.0f s (now %s)",

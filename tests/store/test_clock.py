@@ -66,7 +66,7 @@ def watch_with(monkeypatch, offsets: list[float]) -> clock.ClockWatch:
         clock, "measure", lambda store: clock.Skew(base + timedelta(seconds=next(found)), base)
     )
     monkeypatch.setenv(OFFSET_ENV, "0")  # restored after the test, whatever the watch sets
-    return clock.ClockWatch(SimpleNamespace(), every=0)
+    return clock.ClockWatch(SimpleNamespace(), every=0, process=clock.ProcessClock())
 
 
 def test_a_skew_is_said_once_and_again_when_it_changes(monkeypatch, fake_time, caplog):
@@ -99,3 +99,22 @@ def test_a_step_of_the_host_clock_is_logged_as_a_jump(monkeypatch, fake_time, ca
     assert [r.getMessage().split(" (")[0] for r in caplog.records] == [
         "this host's clock jumped back by 3701 s"
     ]
+
+
+def test_two_watches_of_one_process_say_a_skew_and_a_jump_once(monkeypatch, fake_time, caplog):
+    base = datetime(2026, 12, 2, tzinfo=UTC)
+    monkeypatch.setattr(clock, "measure", lambda store: clock.Skew(base, base + timedelta(hours=1)))
+    monkeypatch.setenv(OFFSET_ENV, "0")
+    process = clock.ProcessClock()
+    watches = [clock.ClockWatch(SimpleNamespace(), every=0, process=process) for _ in range(2)]
+    with caplog.at_level(logging.WARNING, logger="dagrun.clock"):
+        for watch in watches:
+            watch.check()
+        fake_time.wall -= 3600
+        for watch in watches:
+            watch.check()
+    said = [r.getMessage() for r in caplog.records]
+    assert len(said) == 2
+    assert "3600.0 s ahead" in said[0] and said[1].startswith(
+        "this host's clock jumped back by 3600 s"
+    )
