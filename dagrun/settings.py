@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -334,11 +334,19 @@ class Config:
         return [self.lookup(s.name) for s in SETTINGS]
 
 
-def near(name: str) -> str:
+def closest(word: str, known: Iterable[str] = BY_NAME) -> str | None:
+    """The nearest of ``known`` (settings' names by default) to a mistyped ``word``: how a
+    setting or a command typed wrong is answered."""
     import difflib
 
-    close = difflib.get_close_matches(name, list(BY_NAME), n=1)
-    return f" (did you mean {close[0]}?)" if close else ""
+    found = difflib.get_close_matches(word, list(known), n=1)
+    return found[0] if found else None
+
+
+def near(name: str) -> str:
+    """`` (did you mean SECTION.KEY?)`` for a mistyped setting, or nothing."""
+    found = closest(name)
+    return f" (did you mean {found}?)" if found else ""
 
 
 def find_file(start: Path | None = None) -> Path | None:

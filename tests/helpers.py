@@ -287,3 +287,33 @@ def log_of(attempt: dict) -> str:
     from dagrun.store import logfiles
 
     return logfiles.read(attempt["log_path"], attempt["log_offset"], attempt["log_length"])[0]
+
+
+def overwrite_root_page(path: Path, table: str, data: bytes, offset: int = 0) -> None:
+    """Write ``data`` at ``offset`` into the root page of ``table`` in the SQLite file at
+    ``path``, as a failing disk would: every statement on that table starts there."""
+    import sqlite3
+
+    db = sqlite3.connect(path, isolation_level=None)
+    try:
+        page_size = db.execute("PRAGMA page_size").fetchone()[0]
+        query = "SELECT rootpage FROM sqlite_schema WHERE name = ?"
+        (root,) = db.execute(query, (table,)).fetchone()
+    finally:
+        db.close()
+    with path.open("r+b") as handle:
+        handle.seek((root - 1) * page_size + offset)
+        handle.write(data)
+
+
+#: A one-task TaskFlow DAG that returns "hi": for tests of the pages around a run.
+HELLO = """
+    from dagrun import DAG, task
+
+    with DAG("hello", schedule=None):
+        @task
+        def hi():
+            return "hi"
+
+        hi()
+    """

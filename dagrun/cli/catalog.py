@@ -11,7 +11,6 @@ nearest of both.
 
 from __future__ import annotations
 
-import difflib
 import importlib
 import re
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from dataclasses import dataclass
 import click
 
 from dagrun.errors import UsageError
+from dagrun.settings import closest
 
 
 @dataclass(frozen=True)
@@ -196,5 +196,5 @@ def _check_subcommand(ctx: click.Context, command: click.Command | None, args: l
 
 
 def _nearest(word: str, known: list[str]) -> str:
-    close = difflib.get_close_matches(word, known, n=1, cutoff=0.6)
-    return f" (did you mean '{close[0]}'?)" if close else ""
+    found = closest(word, known)
+    return f" (did you mean '{found}'?)" if found else ""

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import run_cli, write_dag
+from tests.helpers import overwrite_root_page, run_cli, write_dag
 
 pytestmark = pytest.mark.slow
 
@@ -47,16 +47,9 @@ def damage(path: Path) -> None:
     that reads or writes one of them starts there."""
     db = sqlite3.connect(path, isolation_level=None)
     db.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-    page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    marks = ",".join("?" * len(DAMAGED))
-    query = f"SELECT rootpage FROM sqlite_schema WHERE name IN ({marks})"
-    roots = [page for (page,) in db.execute(query, DAMAGED)]
     db.close()
-    assert len(roots) == len(DAMAGED)
-    with path.open("r+b") as handle:
-        for page in roots:
-            handle.seek((page - 1) * page_size)
-            handle.write(b"\x37" * 12)
+    for table in DAMAGED:
+        overwrite_root_page(path, table, b"\x37" * 12)
 
 
 def test_every_command_on_a_store_damaged_between_commands_is_one_line(cli_env, dags_dir):

@@ -16,22 +16,12 @@ import pytest
 
 from dagrun.store import Store
 from dagrun.webapp import WebApp
-from tests.helpers import run_cli, write_dag
+from tests.helpers import HELLO, run_cli, write_dag
 from tests.integration import browser
 
 pytestmark = pytest.mark.slow
 
 WIDTH = 1200
-HELLO = """
-    from dagrun import DAG, task
-
-    with DAG("hello", schedule=None):
-        @task
-        def hi():
-            return "hi"
-
-        hi()
-    """
 
 PROBE = """<!doctype html>
 <html><body>

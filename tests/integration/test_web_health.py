@@ -11,7 +11,7 @@ from datetime import UTC, datetime, timedelta
 import pytest
 
 from dagrun.store import Store, run_reads
-from tests.helpers import run_cli, start_cli, stop_process, wait_until, write_dag
+from tests.helpers import HELLO, run_cli, start_cli, stop_process, wait_until, write_dag
 from tests.integration import test_web_server
 from tests.integration.test_web_server import Served
 
@@ -20,16 +20,6 @@ pytestmark = pytest.mark.slow
 web_server = test_web_server.serve
 
 BANNER = 'data-banner="scheduler"'
-HELLO = """
-    from dagrun import DAG, task
-
-    with DAG("hello", schedule=None):
-        @task
-        def hi():
-            return "hi"
-
-        hi()
-    """
 
 
 @pytest.fixture

@@ -25,6 +25,7 @@ from dagrun.store import Store
 from dagrun.store.engine import normalise_url
 from dagrun.store.outage import Health, note_failure, ride_out, translate
 from dagrun.store.schema import audit_log, variable
+from tests.helpers import overwrite_root_page
 
 
 def file_of(store: Store) -> Path:
@@ -71,13 +72,8 @@ def test_a_stored_instant_that_cannot_be_read_is_damage(sqlite_store):
 
 def test_damaged_pages_are_damage(sqlite_store):
     audit_row(sqlite_store)
-    db = raw(sqlite_store)
-    page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = db.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'audit_log'").fetchone()
-    db.close()
-    with file_of(sqlite_store).open("r+b") as handle:
-        handle.seek((root - 1) * page_size)
-        handle.write(b"\xff" * 16)  # the b-tree page's header
+    sqlite_store.dispose()
+    overwrite_root_page(file_of(sqlite_store), "audit_log", b"\xff" * 16)  # its b-tree header
     with pytest.raises(StoreDamaged, match="database disk image is malformed"):
         audit_row(sqlite_store)
 

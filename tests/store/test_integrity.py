@@ -16,7 +16,7 @@ from dagrun.errors import StoreDamaged, UsageError
 from dagrun.store import Store, integrity
 from dagrun.store.retention import cutoff_in
 from dagrun.store.schema import SCHEMA_VERSION, audit_log, meta, metadata
-from tests.helpers import wait_until
+from tests.helpers import overwrite_root_page, wait_until
 
 
 def audit_rows(store: Store, count: int, detail: str = "{}") -> None:
@@ -37,13 +37,8 @@ def test_a_sound_store_is_ok_and_every_table_is_read(store):
 def test_damaged_pages_are_named_by_their_table(sqlite_store):
     audit_rows(sqlite_store, 200, "x" * 200)
     sqlite_store.dispose()
-    db = sqlite3.connect(sqlite_store.where)
-    page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = db.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'audit_log'").fetchone()
-    db.close()
-    with Path(sqlite_store.where).open("r+b") as handle:
-        handle.seek((root - 1) * page_size + 12)  # the cell pointers of the root page
-        handle.write(b"\x00\x07" * 8)
+    # garbage over the cell pointers of the root page
+    overwrite_root_page(Path(sqlite_store.where), "audit_log", b"\x00\x07" * 8, offset=12)
     found = integrity.check(sqlite_store)
     assert not found.ok and found.refused is None
     assert any("audit_log" in line for line in found.damage), found.damage
@@ -132,13 +127,8 @@ def test_a_backup_keeps_an_existing_file_unless_told(sqlite_store, tmp_path):
 def test_a_backup_of_a_damaged_store_is_refused(sqlite_store, tmp_path):
     audit_rows(sqlite_store, 200, "x" * 200)
     sqlite_store.dispose()
-    db = sqlite3.connect(sqlite_store.where)
-    page_size = db.execute("PRAGMA page_size").fetchone()[0]
-    (root,) = db.execute("SELECT rootpage FROM sqlite_schema WHERE name = 'audit_log'").fetchone()
-    db.close()
-    with Path(sqlite_store.where).open("r+b") as handle:
-        handle.seek((root - 1) * page_size + 12)
-        handle.write(b"\x00\x07" * 8)
+    # garbage over the cell pointers of the root page
+    overwrite_root_page(Path(sqlite_store.where), "audit_log", b"\x00\x07" * 8, offset=12)
     with pytest.raises(StoreDamaged, match="its copy fails quick_check"):
         integrity.backup(sqlite_store, tmp_path / "copy.db")
     assert not (tmp_path / "copy.db").exists()
