@@ -131,12 +131,17 @@ class Scheduler:
     def _refresh_dags(self) -> None:
         if self.folder is None or time.monotonic() - self._last_parse < self.parse_interval:
             return
+        first = self._last_parse == float("-inf")
         self._last_parse = time.monotonic()
         result = sync_dags(self.store, self.folder)
         self._say_folder(result.folder)
-        for path in result.parsed:
-            if path in result.failed:  # once per change of the file: unchanged ones are not parsed
-                log.warning("%s failed to import: %s", path, result.failed[path])
+        failed = dict(result.failed)
+        if first:  # another command may have parsed a broken file before this scheduler
+            with self.store.read() as conn:
+                failed.update({f.path: f.error for f in dag_reads.import_errors(conn)})
+        for path in sorted(set(result.parsed) | set(failed)):
+            if path in failed:  # once per change of the file: unchanged ones are not parsed
+                log.warning("%s failed to import: %s", path, failed[path])
             else:
                 log.info("parsed %s", path)
 

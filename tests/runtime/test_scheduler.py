@@ -10,6 +10,7 @@ from sqlalchemy import func, select
 
 from dagrun.errors import OutageTooLong
 from dagrun.runtime import scheduler
+from dagrun.runtime.dag_sync import sync_dags
 from dagrun.runtime.scheduler import Scheduler, SchedulerLoop
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import attempts, dag_reads, operator_actions, registry, runs
@@ -427,3 +428,16 @@ def test_an_embedded_loop_hands_a_fatal_error_to_the_worker(sqlite_store):
     threading.Timer(0.1, loop.fail, [error]).start()
     loop.run()
     assert told == [error]
+
+
+def test_a_scheduler_says_an_import_error_another_command_recorded_first(store, dags_dir, caplog):
+    """``dagrun trigger`` may parse a broken file before the scheduler starts: the scheduler
+    still says the error once, on its first parse, and not again while the file stays."""
+    write_dag(dags_dir, "broken.py", 'raise RuntimeError("the warehouse module moved")\n')
+    sync_dags(store, str(dags_dir))
+    sched = Scheduler(store, str(dags_dir), clock=FakeClock(NOW), parse_interval=0)
+    with caplog.at_level("WARNING", logger=scheduler.log.name):
+        sched.tick()
+        sched.tick()
+    said = [r.getMessage() for r in caplog.records if "failed to import" in r.getMessage()]
+    assert len(said) == 1 and "the warehouse module moved" in said[0]
