@@ -45,7 +45,7 @@ UPSTREAM = {upstream}
 
 with DAG(
     {dag_id!r},
-    schedule="@daily",
+    schedule={schedule!r},
     start_date={start!r},
     catchup=False,
     max_active_runs={max_active_runs},
@@ -75,7 +75,7 @@ default_args = {{"owner": "bench", "retries": 1, "retry_delay": timedelta(minute
 
 with DAG(
     {dag_id!r},
-    schedule="@daily",
+    schedule={schedule!r},
     start_date=pendulum.datetime({year}, {month}, {day}, tz="UTC"),
     catchup=False,
     max_active_runs={max_active_runs},
@@ -97,6 +97,8 @@ class Graph:
     title: str = ""
     start: date = date(2025, 1, 1)
     max_active_runs: int = 16
+    #: None: runs only when asked (``dagrun run``), as the fixed-cost workloads' DAGs do.
+    schedule: str | None = "@daily"
     effect_file: str | None = None
     extra: dict = field(default_factory=dict)
 
@@ -124,6 +126,7 @@ class Graph:
                 upstream=json.dumps(self.upstream),
                 callable_source=self.callable_source(),
                 dag_id=self.dag_id,
+                schedule=self.schedule,
                 start=self.start.isoformat(),
                 year=self.start.year,
                 month=self.start.month,

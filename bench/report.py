@@ -50,8 +50,8 @@ def rows(document: dict) -> list[list[str]]:
     """One row per workload; W4 gets one per worker count, W5 its status or summary."""
     out = []
     for name, r in document["workloads"].items():
-        if r.get("kind") in ("scale", "herd") and r.get("status") == "ok":
-            continue  # in the scale table
+        if r.get("kind") in ("scale", "herd", "fixed") and r.get("status") == "ok":
+            continue  # in the scale, herd or fixed-cost table
         if r.get("status") != "ok":
             out.append([name, *["-"] * 7, f"{r.get('title', '')} {r['status']}"])
         elif "workers" in r:
@@ -164,6 +164,43 @@ def targets(document: dict) -> list[str]:
             limit = "" if t["limit"] is None else f" (limit {t['limit']:.3g})"
             lines.append(f"- {name} {t['target']}{value}{limit}: {verdict}")
     return lines
+
+
+FIXED_TITLE = (
+    "fixed cost (issue 29): F1 to F3 in times an interpreter floor "
+    '(python -c "import sqlite3, click, json") run just before each command, '
+    "F4 in commits per chained task"
+)
+FIXED_HEADERS = [
+    "workload",
+    "what",
+    "command s median (min-max)",
+    "floor s median (min-max)",
+    "value",
+    "target",
+    "met",
+]
+
+
+def fixed_rows(document: dict) -> list[list[str]]:
+    """The fixed-cost workloads: F1 to F3 in times the floor, F4 in commits per task."""
+    out = []
+    for name, r in document["workloads"].items():
+        if r.get("kind") != "fixed" or r.get("status") != "ok":
+            continue
+        t = r["targets"][0]
+        if "commits_per_task" in r:
+            what = (
+                f"{r['title']} ({r['chain_commits']['median']:.0f} commits in the chain's "
+                f"run, {r['single_commits']['median']:.0f} in a 1-task run)"
+            )
+            wall, floor, value = "-", "-", f"{t['value']:.2f} commits"
+            limit = f"<= {t['limit']:g} commits"
+        else:
+            wall, floor = _wall(r["wall_s"]), _wall(r["floor_s"])
+            what, value, limit = r["title"], f"{t['value']:.2f}x", f"<= {t['limit']:g}x"
+        out.append([name, what, wall, floor, value, limit, "met" if t["met"] else "MISSED"])
+    return out
 
 
 SCALE_HEADERS = ["workload", "what", "small", "large", "growth", "target", "met"]
@@ -289,7 +326,10 @@ def render(document: dict) -> str:
         "task, WAL, synchronous=FULL, run as a subprocess); higher is better, 1.0 = the floor"
     )
     body = rows(document)
-    parts = [head, "", table(HEADERS, body) if body else "(no workloads)"]
+    parts = [head, *(["", table(HEADERS, body)] if body else [])]
+    fixed = fixed_rows(document)
+    if fixed:
+        parts += ["", FIXED_TITLE, "", table(FIXED_HEADERS, fixed)]
     scaled = scale_rows(document)
     if scaled:
         parts += ["", "scale (issue 18): per-unit cost at the small and the large size", ""]
@@ -299,5 +339,5 @@ def render(document: dict) -> str:
             parts += ["", f"{name} {r['title']}", "", table(HERD_HEADERS, herd_rows(r))]
     found = targets(document)
     if found:
-        parts += ["", "targets (issues 7 and 18):", *found]
-    return "\n".join(parts)
+        parts += ["", "targets (issues 7, 18 and 29):", *found]
+    return "\n".join(parts if len(parts) > 1 else [head, "", "(no workloads)"])

@@ -1,8 +1,8 @@
 """Entry point: ``python -m bench`` or ``python bench/run.py``.
 
 Runs the chosen workloads, prints a table (ratios to the floor first, absolute numbers as
-context for this machine) and the targets of issue 7, and writes every number to a JSON
-file. A workload that fails is reported as an error and the exit code is 1; the others
+context for this machine) and the targets of issues 7, 18 and 29, and writes every number to
+a JSON file. A workload that fails is reported as an error and the exit code is 1; the others
 still run, so one broken path does not hide the rest.
 """
 
@@ -24,7 +24,7 @@ from pathlib import Path
 if __package__ in (None, ""):  # run as a script: make the repository root importable
     sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench import herd, report, scale, web_grid, worker_scale, workloads
+from bench import fixed, herd, report, scale, web_grid, worker_scale, workloads
 
 WORKLOADS = {
     "W1": workloads.w1,
@@ -42,6 +42,12 @@ WORKLOADS = {
     "W3XL": scale.w3xl,
     "W5XL": web_grid.w5xl,
     "W4H": herd.w4h,
+    # The fixed costs (issue 29): F1 to F3 in times an interpreter floor measured beside
+    # them, F4 in commits per chained task.
+    "F1": fixed.f1,
+    "F2": fixed.f2,
+    "F3": fixed.f3,
+    "F4": fixed.f4,
 }
 DEFAULT_OUT = Path(__file__).resolve().parent / "results" / "latest.json"
 

@@ -1,12 +1,15 @@
 """The benchmark must never rot: a tiny run through the real CLI, checking shape, not speed.
 
 Timings are never asserted (CI machines vary); only that every workload produced positive
-numbers and a floor to compare them with.
+numbers and a floor to compare them with. A tiny run is bounded by the suite's own hang
+bound, never by a guess at its speed.
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -14,32 +17,49 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parent.parent
+#: Seconds before the suite's hang bound at which a tiny run is killed: time to collect its
+#: output and fail with its stderr before pytest-timeout ends the test without it.
+KILL_MARGIN_S = 30.0
+
+
+@pytest.fixture
+def hang_bound(request: pytest.FixtureRequest) -> float | None:
+    """The suite's hang bound (pytest-timeout's ``--timeout``, else the ``timeout`` of
+    pyproject's ini options) less ``KILL_MARGIN_S``; None when the suite has no bound."""
+    configured = request.config.getoption("timeout", None) or request.config.getini("timeout")
+    bound = float(configured or 0)
+    return bound - KILL_MARGIN_S if bound > KILL_MARGIN_S else None
+
+
+def run_tiny(tmp_path: Path, only: str, bound: float | None) -> tuple[dict, str]:
+    """``python -m bench --tiny --only ONLY --repeat 1``: its JSON document and its report.
+    It runs in a session of its own, so that a hung run is killed with everything it
+    started."""
+    out = tmp_path / "bench.json"
+    args = ["--tiny", "--only", only, "--repeat", "1", "--out", str(out)]
+    with subprocess.Popen(
+        [sys.executable, "-m", "bench", *args],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    ) as bench:
+        try:
+            stdout, stderr = bench.communicate(timeout=bound)
+        except subprocess.TimeoutExpired:
+            os.killpg(bench.pid, signal.SIGKILL)
+            stdout, stderr = bench.communicate()
+            pytest.fail(f"python -m bench {' '.join(args)} still ran after {bound} s:\n{stderr}")
+    assert bench.returncode == 0, stderr[-4000:]
+    return json.loads(out.read_text()), stdout
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(120)
-def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -> None:
-    out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "bench",
-            "--tiny",
-            "--only",
-            "W1,W2,W3,W6,W7",
-            "--repeat",
-            "1",
-            "--out",
-            str(out),
-        ],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    document = json.loads(out.read_text())
+def test_tiny_benchmark_reports_every_workload_against_a_floor(
+    tmp_path: Path, hang_bound: float | None
+) -> None:
+    document, stdout = run_tiny(tmp_path, "W1,W2,W3,W6,W7", hang_bound)
     assert set(document["workloads"]) == {"W1", "W2", "W3", "W6", "W7"}
     for name, result in document["workloads"].items():
         assert result["status"] == "ok", name
@@ -50,26 +70,41 @@ def test_tiny_benchmark_reports_every_workload_against_a_floor(tmp_path: Path) -
         assert result["peak_rss_mb"] > 0, name
     assert document["workloads"]["W2"]["per_task_ms"] > 0
     assert document["workloads"]["W3"]["unchanged_sync_s"]["median"] > 0
+    assert issue_29_target(document["workloads"]["W3"])["limit"] == 0.3
     beside = document["workloads"]["W7"]["beside_sensors"]["100"]
     assert beside["pokes_per_s_alone"]["median"] > 0 and beside["kept"] > 0
-    assert "ratio to floor" in done.stdout
+    assert "ratio to floor" in stdout
+    assert "W3 cold files/s >= 0.3 of floor (issue 29)" in stdout
 
 
-TINY = [sys.executable, "-m", "bench", "--tiny", "--repeat", "1"]
+def issue_29_target(result: dict) -> dict:
+    """The one target of ``result`` that issue 29 set, with its verdict."""
+    (found,) = [t for t in result["targets"] if "issue 29" in t["target"]]
+    assert isinstance(found["met"], bool) and found["value"] > 0
+    return found
 
 
-def run_tiny(tmp_path: Path, only: str) -> tuple[dict, str]:
-    """``python -m bench --tiny --only ONLY --repeat 1``: its JSON document and its report."""
-    out = tmp_path / "bench.json"
-    done = subprocess.run(
-        [*TINY, "--only", only, "--out", str(out)],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        timeout=110,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    return json.loads(out.read_text()), done.stdout
+@pytest.mark.slow
+def test_tiny_fixed_cost_workloads_report_their_targets(
+    tmp_path: Path, hang_bound: float | None
+) -> None:
+    """F1 to F3 set beside the interpreter floor, F4's commits per chained task."""
+    document, stdout = run_tiny(tmp_path, "F1,F2,F3,F4", hang_bound)
+    assert "fixed cost (issue 29)" in stdout
+    for name in ("F1", "F2", "F3"):
+        result = document["workloads"][name]
+        assert result["status"] == "ok", result["status"]
+        assert result["wall_s"]["median"] > 0 and result["floor_s"]["median"] > 0, name
+        assert result["times_floor"] == result["wall_s"]["median"] / result["floor_s"]["median"]
+        assert result["peak_rss_mb"] > 0, name
+    commits = document["workloads"]["F4"]
+    assert commits["status"] == "ok", commits["status"]
+    assert commits["chain_commits"]["median"] > commits["single_commits"]["median"] > 0
+    assert commits["commits_per_task"] > 0
+    for name, result in document["workloads"].items():
+        (target,) = result["targets"]
+        assert isinstance(target["met"], bool) and target["value"] > 0, name
+        assert f"- {name} {target['target']}" in stdout
 
 
 def growth_targets(result: dict) -> list[dict]:
@@ -83,10 +118,11 @@ def growth_targets(result: dict) -> list[dict]:
 
 @pytest.mark.slow
 @pytest.mark.postgres
-@pytest.mark.timeout(240)
-def test_tiny_scale_workloads_report_growth_ratios(tmp_path: Path) -> None:
+def test_tiny_scale_workloads_report_growth_ratios(
+    tmp_path: Path, hang_bound: float | None
+) -> None:
     """W1XL, W3XL, W5XL and the herd in one tiny invocation (one start-up for all four)."""
-    document, stdout = run_tiny(tmp_path, "W1XL,W3XL,W5XL,W4H")
+    document, stdout = run_tiny(tmp_path, "W1XL,W3XL,W5XL,W4H", hang_bound)
     assert "scale (issue 18)" in stdout
     check_w1xl(document["workloads"]["W1XL"])
     check_w3xl_w5xl(document["workloads"]["W3XL"], document["workloads"]["W5XL"])
