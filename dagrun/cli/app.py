@@ -45,7 +45,7 @@ class App:
         if self._store is None:
             from dagrun.store import Store
 
-            self._store = Store(self.db_url, only_home_folder=True)
+            self._store = Store(self.db_url, only_home_folder=True, direct=True)
         return self._store
 
     def service_store(self) -> Store:
@@ -54,7 +54,7 @@ class App:
         if self._store is None:
             from dagrun.store import Store
 
-            self._store = Store.when_available(self.db_url, only_home_folder=True)
+            self._store = Store.when_available(self.db_url, only_home_folder=True, direct=True)
         else:
             self._store.ride_out_outages()
         return self._store

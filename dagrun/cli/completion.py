@@ -20,7 +20,7 @@ def _store_values(read: Callable) -> list[str]:
         from dagrun import settings
         from dagrun.store import Store
 
-        store = Store(settings.get("core.db_url") or None)
+        store = Store(settings.get("core.db_url") or None, direct=True)
         try:
             with store.read() as conn:
                 return list(read(conn))

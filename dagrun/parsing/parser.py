@@ -16,12 +16,15 @@ import os
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from multiprocessing.connection import Connection, wait
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from dagrun import processes, settings
 from dagrun.errors import DagFileError
 from dagrun.parsing.spec import DagSpec, FileWarning
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 DEFAULT_TIMEOUT: float = settings.get("core.parse_timeout")
 #: A file still importing after this long (or half its time limit, if that is shorter) is
@@ -145,6 +148,8 @@ def parse_files(
     per file. Files are shared round-robin among up to ``processes`` children (default: the
     number of cores, at most 4); a child that crashes or hangs on a file is replaced. A file
     still importing after a few seconds is named on the log (``NOTICE_AFTER``)."""
+    from multiprocessing import connection  # only a parse needs it, not every command
+
     ordered = sorted(paths)
     count = max(1, min(processes, len(ordered))) if processes else _share_count(len(ordered))
     children = [_child_for(ordered[i::count], timeout) for i in range(count) if ordered[i::count]]
@@ -152,7 +157,11 @@ def parse_files(
     try:
         while children:
             wake = min(min(c.deadline, c.notice_at) for c in children)
-            ready = set(wait([c.conn for c in children], timeout=max(0.0, wake - time.monotonic())))
+            ready = set(
+                connection.wait(
+                    [c.conn for c in children], timeout=max(0.0, wake - time.monotonic())
+                )
+            )
             for child in list(children):
                 if child.conn in ready:
                     result, alive = child.receive(paths)

@@ -36,7 +36,7 @@ from dagrun import processes
 from dagrun.runtime.callback_runner import CallbackRequest, execute_callback
 from dagrun.runtime.runner import AttemptRequest, AttemptResult, DagCache, execute, one_line
 from dagrun.states import AttemptOutcome
-from dagrun.store import logfiles
+from dagrun.store import logfiles, rendered
 from dagrun.store.logfiles import LogRange
 
 log = logging.getLogger("dagrun.worker")
@@ -183,6 +183,8 @@ def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -
             return execute(request, cache, started_group)
     except BaseException as exc:
         return AttemptResult(AttemptOutcome.CRASHED, f"worker child failed: {one_line(exc)}")
+    finally:
+        rendered.save()  # a child ends without exit handlers: keep what it rendered now
 
 
 # ---------------------------------------------------------------- the worker's side

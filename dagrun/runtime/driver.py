@@ -22,8 +22,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun.errors import StoreError
 from dagrun.parsing.spec import DagSpec
@@ -34,6 +33,9 @@ from dagrun.states import RunState
 from dagrun.store import Store, callbacks, operator_actions, pools, registry, run_reads, runs
 from dagrun.store.attempts import Completion
 from dagrun.store.outage import ride_out
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 log = logging.getLogger("dagrun.driver")
 

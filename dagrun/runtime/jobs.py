@@ -8,8 +8,7 @@ the same fields either way); a job's result becomes what the store records, an a
 from __future__ import annotations
 
 from collections.abc import Callable
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.attempt_pool import Job
@@ -19,6 +18,9 @@ from dagrun.states import AttemptOutcome
 from dagrun.store import attempts
 from dagrun.store.attempts import Claim, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 
 class Jobs:

@@ -133,7 +133,7 @@ def _private_store(source: Store) -> Iterator[Store]:
     """A new SQLite store in a temporary folder, with ``source``'s variables, connections
     and pools; removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="dagrun-test-") as folder:
-        store = Store(f"sqlite:///{folder}/test.db")
+        store = Store(f"sqlite:///{folder}/test.db", direct=True)
         try:
             _copy_settings(source, store)
             yield store

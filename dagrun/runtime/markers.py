@@ -18,9 +18,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
-
-from sqlalchemy import Connection
 
 from dagrun.authoring.params import resolve_or_defaults
 from dagrun.authoring.sensor_options import ExternalMarker
@@ -31,6 +30,9 @@ from dagrun.runtime.context import make_context
 from dagrun.runtime.rendering import render_with
 from dagrun.states import TaskState
 from dagrun.store import dag_reads, run_reads, task_reads
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 _FAILED = {TaskState.FAILED.value, TaskState.UPSTREAM_FAILED.value}
 

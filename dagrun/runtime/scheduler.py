@@ -22,8 +22,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
@@ -44,6 +43,9 @@ from dagrun.store.clock import ClockWatch
 from dagrun.store.heartbeats import Pulse, Role
 from dagrun.store.outage import ride_out
 from dagrun.timing.instants import spread_offset
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 log = logging.getLogger("dagrun.scheduler")
 
@@ -138,7 +140,7 @@ class Scheduler:
         failed = dict(result.failed)
         if first:  # another command may have parsed a broken file before this scheduler
             with self.store.read() as conn:
-                failed.update({f.path: f.error for f in dag_reads.import_errors(conn)})
+                failed.update({f.path: f.error or "" for f in dag_reads.import_errors(conn)})
         for path in sorted(set(result.parsed) | set(failed)):
             if path in failed:  # once per change of the file: unchanged ones are not parsed
                 log.warning("%s failed to import: %s", path, failed[path])

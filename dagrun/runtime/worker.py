@@ -37,8 +37,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun import settings
 from dagrun.errors import StoreError
@@ -56,12 +55,15 @@ from dagrun.store.engine import Listener, dagrun_home
 from dagrun.store.heartbeats import Pulse, Role
 from dagrun.store.outage import note_failure
 
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 log = logging.getLogger("dagrun.worker")
 
 #: Called inside the group commit that finished runs, before the next claim: the one place
 #: a worker lets another role act (a backfill admits its next runs there, so their first
 #: tasks are claimed in the same transaction).
-CommitHook = Callable[[Connection, Completion, datetime], None]
+CommitHook = Callable[["Connection", Completion, datetime], None]
 
 
 @dataclass

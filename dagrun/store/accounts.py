@@ -27,14 +27,17 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from sqlalchemy import Connection, delete, func, insert, select, update
+from typing import TYPE_CHECKING
 
 from dagrun.errors import UsageError
 from dagrun.store import sql
-from dagrun.store.schema import account, api_token, meta
-from dagrun.store.sql import Statement, insert_new, name_all
-from dagrun.store.sql import bind as _b
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/accounts.py``).
+Q = sql.Catalogue("dagrun.store.queries.accounts", "accounts.")
 
 #: What an account may be called: letters, digits and ``_ . @ -``, as a login form shows it.
 NAME_PATTERN = re.compile(r"[A-Za-z0-9_.@-]{1,64}")
@@ -90,69 +93,6 @@ class AccountNotFound(UsageError, LookupError):
 
 
 # ---------------------------------------------------------------- statements
-
-ADD_ACCOUNT = Statement(
-    "Add an account unless one of its name exists (then no row: the caller says so).",
-    insert_new(account, ("name", "password_hash", "created_at")),
-)
-PASSWORD_HASH = Statement(
-    "An account's password hash: checked at each login and each request of a session.",
-    select(account.c.password_hash).where(account.c.name == _b("name")),
-)
-ANY_ACCOUNT = Statement(
-    "Whether the store has an account (a web server off loopback needs one).",
-    select(account.c.name).limit(1),
-)
-ACCOUNTS = Statement(
-    "Every account by name, with its number of tokens and their latest use.",
-    select(
-        account.c.name,
-        account.c.created_at,
-        func.count(api_token.c.id),
-        func.max(api_token.c.last_used_at),
-    )
-    .select_from(account.outerjoin(api_token, api_token.c.account == account.c.name))
-    .group_by(account.c.name, account.c.created_at)
-    .order_by(account.c.name),
-)
-DELETE_ACCOUNT = Statement(
-    "Delete an account; its tokens go with it (ON DELETE CASCADE).",
-    delete(account).where(account.c.name == _b("name")),
-)
-ADD_TOKEN = Statement(
-    "Record a new token of an account by its hash; its id names it to ``users revoke``.",
-    insert(api_token)
-    .values(account=_b("account"), token_hash=_b("token_hash"), created_at=_b("created_at"))
-    .returning(api_token.c.id),
-)
-TOKEN = Statement(
-    "The token of this hash: its id, account and last use (unique index on the hash).",
-    select(*api_token.c["id", "account", "last_used_at"]).where(
-        api_token.c.token_hash == _b("token_hash")
-    ),
-)
-TOUCH_TOKEN = Statement(
-    "Record when a token was last used.",
-    update(api_token).where(api_token.c.id == _b("id")).values(last_used_at=_b("at")),
-)
-REVOKE_TOKENS = Statement(
-    "Revoke every token of an account.",
-    delete(api_token).where(api_token.c.account == _b("account")),
-)
-REVOKE_TOKEN = Statement(
-    "Revoke one token of an account, by its id.",
-    delete(api_token).where(api_token.c.account == _b("account"), api_token.c.id == _b("id")),
-)
-KEEP_SESSION_KEY = Statement(
-    "Keep a session key unless one is kept already (two servers starting at once agree).",
-    insert_new(meta, ("key", "value")),
-)
-SESSION_KEY_VALUE = Statement(
-    "The key that signs the web's session cookies.",
-    select(meta.c.value).where(meta.c.key == _b("key")),
-)
-
-name_all(globals(), prefix="accounts.")
 
 
 # ---------------------------------------------------------------- passwords
@@ -244,27 +184,27 @@ class AccountRow:
 def add_account(conn: Connection, name: str, password_hash: str, now: datetime) -> None:
     """Add account ``name``; ``AccountExists`` if there is one (its password stays)."""
     params = {"b_name": check_name(name), "b_password_hash": password_hash, "b_created_at": now}
-    if sql.execute(conn, ADD_ACCOUNT, params).rowcount == 0:
+    if sql.execute(conn, Q.ADD_ACCOUNT, params).rowcount == 0:
         raise AccountExists(name)
 
 
 def list_accounts(conn: Connection) -> list[AccountRow]:
-    return [AccountRow(*row) for row in sql.tuples(conn, ACCOUNTS)]
+    return [AccountRow(*row) for row in sql.tuples(conn, Q.ACCOUNTS)]
 
 
 def has_accounts(conn: Connection) -> bool:
-    return sql.scalar(conn, ANY_ACCOUNT) is not None
+    return sql.scalar(conn, Q.ANY_ACCOUNT) is not None
 
 
 def delete_account(conn: Connection, name: str) -> None:
     """Delete account ``name`` and its tokens; ``AccountNotFound`` if there is none."""
-    if sql.execute(conn, DELETE_ACCOUNT, {"b_name": name}).rowcount == 0:
+    if sql.execute(conn, Q.DELETE_ACCOUNT, {"b_name": name}).rowcount == 0:
         raise AccountNotFound(name)
 
 
 def password_hash(conn: Connection, name: str) -> str | None:
     """The stored hash of ``name``'s password, None when there is no such account."""
-    return sql.scalar(conn, PASSWORD_HASH, {"b_name": name})
+    return sql.scalar(conn, Q.PASSWORD_HASH, {"b_name": name})
 
 
 def login_matches(password: str, stored: str | None) -> bool:
@@ -292,7 +232,7 @@ def make_token(conn: Connection, name: str, now: datetime) -> tuple[int, str]:
         raise AccountNotFound(name)
     token = secrets.token_urlsafe(32)
     params = {"b_account": name, "b_token_hash": token_hash(token), "b_created_at": now}
-    return sql.scalar(conn, ADD_TOKEN, params), token
+    return sql.scalar(conn, Q.ADD_TOKEN, params), token
 
 
 def token_hash(token: str) -> str:
@@ -301,7 +241,7 @@ def token_hash(token: str) -> str:
 
 def find_token(conn: Connection, token: str) -> TokenRow | None:
     """The token's row (which account it is of), None for a token unknown or revoked."""
-    found = sql.first(conn, TOKEN, {"b_token_hash": token_hash(token)})
+    found = sql.first(conn, Q.TOKEN, {"b_token_hash": token_hash(token)})
     return TokenRow(*found) if found is not None else None
 
 
@@ -311,7 +251,7 @@ def is_stale(row: TokenRow, now: datetime) -> bool:
 
 
 def touch_token(conn: Connection, token_id: int, now: datetime) -> None:
-    sql.execute(conn, TOUCH_TOKEN, {"b_id": token_id, "b_at": now})
+    sql.execute(conn, Q.TOUCH_TOKEN, {"b_id": token_id, "b_at": now})
 
 
 def revoke_tokens(conn: Connection, name: str, token_id: int | None = None) -> int:
@@ -320,8 +260,8 @@ def revoke_tokens(conn: Connection, name: str, token_id: int | None = None) -> i
     if password_hash(conn, name) is None:
         raise AccountNotFound(name)
     if token_id is None:
-        return sql.execute(conn, REVOKE_TOKENS, {"b_account": name}).rowcount
-    return sql.execute(conn, REVOKE_TOKEN, {"b_account": name, "b_id": token_id}).rowcount
+        return sql.execute(conn, Q.REVOKE_TOKENS, {"b_account": name}).rowcount
+    return sql.execute(conn, Q.REVOKE_TOKEN, {"b_account": name, "b_id": token_id}).rowcount
 
 
 # ---------------------------------------------------------------- the session key
@@ -330,5 +270,5 @@ def revoke_tokens(conn: Connection, name: str, token_id: int | None = None) -> i
 def session_key(conn: Connection) -> bytes:
     """The key that signs session cookies: made and kept by the first caller, in a write
     transaction; read by every later one."""
-    sql.execute(conn, KEEP_SESSION_KEY, {"b_key": SESSION_KEY, "b_value": secrets.token_hex(32)})
-    return bytes.fromhex(sql.scalar(conn, SESSION_KEY_VALUE, {"b_key": SESSION_KEY}))
+    sql.execute(conn, Q.KEEP_SESSION_KEY, {"b_key": SESSION_KEY, "b_value": secrets.token_hex(32)})
+    return bytes.fromhex(sql.scalar(conn, Q.SESSION_KEY_VALUE, {"b_key": SESSION_KEY}))

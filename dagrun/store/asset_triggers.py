@@ -33,66 +33,27 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection, Integer, cast, func, insert, select, text, update
-
 from dagrun.authoring.assets import condition_holds
 from dagrun.errors import StoreConflict
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import RunType
 from dagrun.store import dag_reads, run_reads, runs, sql
 from dagrun.store.dag_reads import AssetEvent
-from dagrun.store.schema import asset_cursor, asset_event, asset_trigger
-from dagrun.store.sql import Statement, insert_new, name_all
-from dagrun.store.sql import bind as _b
-from dagrun.store.sql import bind_list as _many
 from dagrun.timing.instants import TICK
 from dagrun.timing.timetable import DataInterval
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/asset_triggers.py``).
+Q = sql.Catalogue("dagrun.store.queries.asset_triggers", "asset_triggers.")
 
 if TYPE_CHECKING:
     from dagrun.store.engine import Store
 
 # ---------------------------------------------------------------- statements
 
-START_CURSOR = Statement(
-    "Start a condition-scheduled DAG's cursor at the latest event, unless it has one "
-    "(events from before the DAG existed trigger nothing).",
-    insert_new(
-        asset_cursor,
-        ("dag_id",),
-        last_event_id=select(func.coalesce(func.max(asset_event.c.id), 0)).scalar_subquery(),
-    ),
-)
-ADVANCE_CURSOR = Statement(
-    "Move a DAG's cursor past the events its new run consumed, from the value they were "
-    "read after (no row: another scheduler consumed them first).",
-    update(asset_cursor)
-    .where(asset_cursor.c.dag_id == _b("dag_id"), asset_cursor.c.last_event_id == _b("after"))
-    .values(last_event_id=_b("upto")),
-)
-RECORD_TRIGGERS = Statement(
-    "Record the events an asset-triggered run was made from: every event of the "
-    "condition's assets after the cursor, up to the last one read.",
-    insert(asset_trigger).from_select(
-        ["run_pk", "event_id"],
-        select(cast(_b("run_pk", type_=Integer), Integer), asset_event.c.id).where(
-            asset_event.c.asset.in_(_many("assets")),
-            asset_event.c.id > _b("after"),
-            asset_event.c.id <= _b("upto"),
-        ),
-    ),
-)
-#: PostgreSQL only (``settled``): wait for the transactions writing events to end, briefly.
-BOUND_THE_WAIT = Statement(
-    "Give up a lock wait of this transaction after half a second (below the deadlock check).",
-    text("SET LOCAL lock_timeout = '500ms'"),
-)
-WAIT_FOR_EVENT_WRITERS = Statement(
-    "Wait until every transaction writing asset events has ended (they hold ROW EXCLUSIVE; "
-    "SHARE waits for them and holds new ones back until this short transaction ends).",
-    text("LOCK TABLE asset_event IN SHARE MODE"),
-)
-
-name_all(globals(), prefix="asset_triggers.")
 
 #: No bound on event ids (the largest an INTEGER id holds): where transactions write one at
 #: a time (SQLite), every id a write transaction reads is settled.
@@ -103,7 +64,7 @@ def start_cursors(conn: Connection, specs: Iterable[DagSpec]) -> None:
     """Give each DAG with an asset condition a cursor at the latest event, unless it has
     one (the registry calls this when it records DAGs)."""
     rows = [{"b_dag_id": s.dag_id} for s in specs if s.condition is not None]
-    sql.execute_many(conn, START_CURSOR, rows)
+    sql.execute_many(conn, Q.START_CURSOR, rows)
 
 
 def settled(store: Store, previous: int = 0) -> int:
@@ -120,9 +81,9 @@ def settled(store: Store, previous: int = 0) -> int:
         return UNBOUNDED
     try:
         with store.write() as conn:
-            sql.execute(conn, BOUND_THE_WAIT)
-            sql.execute(conn, WAIT_FOR_EVENT_WRITERS)
-            return int(sql.scalar(conn, dag_reads.LAST_ASSET_EVENT))
+            sql.execute(conn, Q.BOUND_THE_WAIT)
+            sql.execute(conn, Q.WAIT_FOR_EVENT_WRITERS)
+            return int(sql.scalar(conn, dag_reads.Q.LAST_ASSET_EVENT))
     except StoreConflict:
         return previous
 
@@ -141,13 +102,13 @@ def trigger(conn: Connection, spec: DagSpec, now: datetime, upto: int) -> Trigge
     """Under the DAG's lock: a run of ``spec`` if its condition holds over the assets with
     events after its cursor (up to the settled id ``upto``), consuming all of them."""
     assert spec.condition is not None  # the scheduler asks only for DAGs with one
-    after = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id})
+    after = sql.scalar(conn, dag_reads.Q.ASSET_CURSOR, {"b_dag_id": spec.dag_id})
     if after is None:  # recorded before this version: it starts now
         start_cursors(conn, [spec])
         return None
     names = list(spec.condition_assets)
     params = {"b_assets": names, "b_after": after, "b_upto": upto}
-    found = sql.tuples(conn, dag_reads.NEW_EVENTS_BY_ASSET, params)
+    found = sql.tuples(conn, dag_reads.Q.NEW_EVENTS_BY_ASSET, params)
     present = {asset for asset, _, _ in found}
     if not present or not condition_holds(spec.condition, present):
         return None
@@ -155,10 +116,10 @@ def trigger(conn: Connection, spec: DagSpec, now: datetime, upto: int) -> Trigge
     logical = free_instant(conn, spec, max(at for _, _, at in found))
     if not runs.create_runs(conn, spec, [DataInterval(logical, logical)], RunType.ASSET, now):
         raise StoreConflict(f"{spec.dag_id}: an asset-triggered run at {logical} exists")
-    run_pk = sql.first(conn, run_reads.RUN_FOR_DATE, _at(spec, logical)).id
-    sql.execute(conn, RECORD_TRIGGERS, {"b_run_pk": run_pk, **params, "b_upto": last})
+    run_pk = sql.first(conn, run_reads.Q.RUN_FOR_DATE, _at(spec, logical)).id
+    sql.execute(conn, Q.RECORD_TRIGGERS, {"b_run_pk": run_pk, **params, "b_upto": last})
     moved = {"b_dag_id": spec.dag_id, "b_after": after, "b_upto": last}
-    if sql.execute(conn, ADVANCE_CURSOR, moved).rowcount != 1:
+    if sql.execute(conn, Q.ADVANCE_CURSOR, moved).rowcount != 1:
         raise StoreConflict(f"{spec.dag_id}: its asset events were consumed meanwhile")
     return Triggered(run_pk, logical, tuple(sorted(present)), last)
 
@@ -169,7 +130,7 @@ def free_instant(conn: Connection, spec: DagSpec, at: datetime) -> datetime:
     instant = at
     timetable = spec.timetable
     while (
-        sql.first(conn, run_reads.RUN_FOR_DATE, _at(spec, instant)) is not None
+        sql.first(conn, run_reads.Q.RUN_FOR_DATE, _at(spec, instant)) is not None
         or next(iter(timetable.intervals(instant, instant)), None) is not None
     ):
         instant += TICK
@@ -187,7 +148,7 @@ def triggering_events(conn: Connection, run_pk: int) -> dict[str, list[AssetEven
     """The events a run was made from, by asset, oldest first (Airflow's
     ``triggering_asset_events``); empty for a run no asset condition made."""
     found: dict[str, list[AssetEvent]] = {}
-    for row in sql.tuples(conn, dag_reads.TRIGGERING_EVENTS, {"b_run_pk": run_pk}):
+    for row in sql.tuples(conn, dag_reads.Q.TRIGGERING_EVENTS, {"b_run_pk": run_pk}):
         event = AssetEvent(*row)
         found.setdefault(event.asset, []).append(event)
     return found

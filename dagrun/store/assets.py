@@ -23,44 +23,26 @@ from datetime import date, datetime, time, timedelta
 from typing import TYPE_CHECKING, TypedDict
 from zoneinfo import ZoneInfo
 
-from sqlalchemy import Connection, insert
-
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import dag_reads, run_reads, runs, sql
 from dagrun.store.asset_triggers import UNBOUNDED
 from dagrun.store.dag_reads import AssetEvent
-from dagrun.store.schema import asset_consumed, asset_cursor, asset_event
-from dagrun.store.sql import Statement, binds, name_all, upsert
 from dagrun.timing.instants import Instant, iso
 from dagrun.timing.timetable import DataInterval
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/assets.py``).
+Q = sql.Catalogue("dagrun.store.queries.assets", "assets.")
 
 if TYPE_CHECKING:
     from dagrun.store.attempts import Outcome
     from dagrun.store.runs import SpecLookup
 
 # ---------------------------------------------------------------- statements
-
-INSERT_ASSET_EVENTS = Statement(
-    "Record that a task produced a partition of an asset (outlets), with its fingerprint.",
-    insert(asset_event).values(
-        **binds("asset partition_key fingerprint dag_id run_pk task_id created_at")
-    ),
-)
-UPSERT_CONSUMED = Statement(
-    "Record the event of an asset a DAG's run for a key was made or re-run for.",
-    upsert(
-        asset_consumed,
-        ("dag_id", "asset", "partition_key"),
-        ("event_id", "fingerprint", "consumed_at"),
-    ),
-)
-UPSERT_ASSET_CURSOR = Statement(
-    "Move a DAG's asset cursor past the events it looked at.",
-    upsert(asset_cursor, "dag_id", ("last_event_id",)),
-)
-
-name_all(globals(), prefix="assets.")
 
 
 #: New events one look reads at most; the cursor takes the rest at the next tick.
@@ -98,7 +80,7 @@ def record_events(
                     "b_created_at": now,
                 }
             )
-    return sql.execute_many(conn, INSERT_ASSET_EVENTS, rows)
+    return sql.execute_many(conn, Q.INSERT_ASSET_EVENTS, rows)
 
 
 def partition_key(logical_date: datetime, timezone: str) -> str:
@@ -114,7 +96,7 @@ def _fingerprint(conn: Connection, asset: str, key: str, outcome: Outcome) -> st
         "b_ti_id": outcome.ti_id,
         "b_fence": outcome.fence_token,
     }
-    return sql.scalar(conn, dag_reads.PARTITION_FINGERPRINT, params)
+    return sql.scalar(conn, dag_reads.Q.PARTITION_FINGERPRINT, params)
 
 
 # ---------------------------------------------------------------- asset-scheduled DAGs
@@ -151,14 +133,14 @@ def look(conn: Connection, spec: DagSpec, settled: int = UNBOUNDED) -> Look:
     key back). Events after ``settled`` (an id some event below may still commit under,
     see ``asset_triggers.settled``) wait for a later look."""
     found = Look()
-    after = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    after = sql.scalar(conn, dag_reads.Q.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
     params = {
         "b_assets": list(spec.assets),
         "b_after": after,
         "b_upto": settled,
         "b_limit": EVENTS_PER_LOOK,
     }
-    events = sql.rows(conn, dag_reads.NEW_ASSET_EVENTS, params)
+    events = sql.rows(conn, dag_reads.Q.NEW_ASSET_EVENTS, params)
     if not events:
         return found
     first: dict[str, int] = {}
@@ -186,14 +168,14 @@ def _consider(conn: Connection, spec: DagSpec, key: str) -> Due | None:
     """The key as a run to make or re-run when every asset has an event for it."""
     latest: dict[str, tuple[int, str | None]] = {}
     for event_id, asset, fingerprint in sql.tuples(
-        conn, dag_reads.KEY_EVENTS, {"b_assets": list(spec.assets), "b_key": key}
+        conn, dag_reads.Q.KEY_EVENTS, {"b_assets": list(spec.assets), "b_key": key}
     ):
         latest[asset] = (event_id, fingerprint)
     if set(latest) != set(spec.assets):
         return None
     interval = key_interval(key, spec.timezone)
     params = {"b_dag_id": spec.dag_id, "b_logical_date": interval.start}
-    run = sql.first(conn, run_reads.RUN_FOR_DATE, params)
+    run = sql.first(conn, run_reads.Q.RUN_FOR_DATE, params)
     if run is None:
         return Due(key, interval, None, None, latest)
     return Due(key, interval, run.id, RunState(run.state), latest)
@@ -205,7 +187,7 @@ def _changed(conn: Connection, spec: DagSpec, due: Due) -> bool:
     consumed = {
         asset: (event_id, fingerprint)
         for asset, event_id, fingerprint in sql.tuples(
-            conn, dag_reads.CONSUMED_FOR_KEY, {"b_dag_id": spec.dag_id, "b_key": due.key}
+            conn, dag_reads.Q.CONSUMED_FOR_KEY, {"b_dag_id": spec.dag_id, "b_key": due.key}
         )
     }
     for asset, (event_id, fingerprint) in due.latest.items():
@@ -239,11 +221,11 @@ def consume(conn: Connection, spec: DagSpec, due: Due, now: datetime) -> None:
         }
         for asset, (event_id, fingerprint) in sorted(due.latest.items())
     ]
-    sql.execute_many(conn, UPSERT_CONSUMED, rows)
+    sql.execute_many(conn, Q.UPSERT_CONSUMED, rows)
 
 
 def move_cursor(conn: Connection, spec: DagSpec, cursor: int) -> None:
-    sql.execute(conn, UPSERT_ASSET_CURSOR, {"b_dag_id": spec.dag_id, "b_last_event_id": cursor})
+    sql.execute(conn, Q.UPSERT_ASSET_CURSOR, {"b_dag_id": spec.dag_id, "b_last_event_id": cursor})
 
 
 # ---------------------------------------------------------------- what an operator sees
@@ -396,7 +378,7 @@ def _partitions(conn: Connection, zones: dict[str, str]) -> dict[str, list[Parti
     of each DAG known, which maps its keys to its runs)."""
     consumed = _consumed(conn, zones)
     found: dict[str, list[Partition]] = {}
-    for *columns, events in sql.tuples(conn, dag_reads.ASSET_PARTITIONS):
+    for *columns, events in sql.tuples(conn, dag_reads.Q.ASSET_PARTITIONS):
         latest = AssetEvent(*columns)
         taken = sorted(consumed.get((latest.asset, latest.partition_key), []), key=_by_run)
         runs = tuple(
@@ -416,14 +398,14 @@ def _consumed(conn: Connection, zones: dict[str, str]) -> dict[tuple[str, str], 
     """Per asset and key, each run that consumed it: the run of the key's day of an
     asset-scheduled DAG (the one ``look`` made or re-ran), and the runs asset conditions
     triggered with an event of the key."""
-    keyed = sql.tuples(conn, dag_reads.CONSUMED_KEYS)
+    keyed = sql.tuples(conn, dag_reads.Q.CONSUMED_KEYS)
     runs = _key_runs(conn, {dag_id for dag_id, *_ in keyed})
     found: dict[tuple[str, str], list[_Taken]] = {}
     for dag_id, asset, key, event_id in keyed:
         zone = zones.get(dag_id)
         run_id = runs.get((dag_id, key_interval(key, zone).start)) if zone else None
         found.setdefault((asset, key), []).append((dag_id, run_id, event_id))
-    for asset, key, event_id, dag_id, run_id in sql.tuples(conn, dag_reads.TRIGGERED_KEYS):
+    for asset, key, event_id, dag_id, run_id in sql.tuples(conn, dag_reads.Q.TRIGGERED_KEYS):
         found.setdefault((asset, key), []).append((dag_id, run_id, event_id))
     return found
 
@@ -432,7 +414,7 @@ def _key_runs(conn: Connection, dag_ids: set[str]) -> dict[tuple[str, datetime],
     """The run id of each run of these DAGs a key can map to, by DAG and logical date."""
     if not dag_ids:
         return {}
-    rows = sql.tuples(conn, run_reads.RUNS_BY_DATE, {"b_dag_ids": sorted(dag_ids)})
+    rows = sql.tuples(conn, run_reads.Q.RUNS_BY_DATE, {"b_dag_ids": sorted(dag_ids)})
     return {(dag_id, logical_date): run_id for dag_id, logical_date, run_id in rows}
 
 
@@ -441,7 +423,7 @@ def latest_events(conn: Connection, names: Iterable[str]) -> dict[str, AssetEven
     names = sorted(set(names))
     if not names:
         return {}
-    found = sql.tuples(conn, dag_reads.LATEST_ASSET_EVENTS, {"b_assets": names})
+    found = sql.tuples(conn, dag_reads.Q.LATEST_ASSET_EVENTS, {"b_assets": names})
     return {row[1]: AssetEvent(*row) for row in found}
 
 
@@ -472,7 +454,7 @@ def awaited(conn: Connection, spec: DagSpec) -> list[Awaited]:
     """The assets ``spec`` is scheduled on, in its order, with what it made of their latest
     events (the same cursor and consumed rows ``look`` and ``consume`` keep; for an asset
     condition, its cursor: an event after it waits for the condition to hold)."""
-    cursor = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
+    cursor = sql.scalar(conn, dag_reads.Q.ASSET_CURSOR, {"b_dag_id": spec.dag_id}) or 0
     if spec.condition is not None:
         found = latest_events(conn, spec.condition_assets)
         return [
@@ -493,7 +475,7 @@ def awaited(conn: Connection, spec: DagSpec) -> list[Awaited]:
             "b_assets": sorted(latest),
             "b_keys": sorted({e.partition_key for e in latest.values()}),
         }
-        for asset, key, event_id, at in sql.tuples(conn, dag_reads.CONSUMED_OF_KEYS, params):
+        for asset, key, event_id, at in sql.tuples(conn, dag_reads.Q.CONSUMED_OF_KEYS, params):
             if key == latest[asset].partition_key:
                 consumed[asset] = (event_id, at)
     return [

@@ -17,9 +17,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING, Any
 
 from dagrun import settings
 from dagrun.authoring.sensor_options import SensorSpec
@@ -27,10 +25,14 @@ from dagrun.errors import LeaseLost
 from dagrun.parsing.spec import TaskSpec
 from dagrun.states import AttemptOutcome, RunState, TaskState
 from dagrun.store import assets, callbacks, pools, runs, sql, task_reads, xcoms
-from dagrun.store import statements as q
+from dagrun.store.catalogue import TRANSITIONS as q
 from dagrun.store.logfiles import LogRange
 from dagrun.store.runs import SpecLookup
 from dagrun.timing.backoff import backoff_delay
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 
 #: Lost leases, lost children and unwritable logs a task instance may suffer before it
 #: fails for good: infrastructure failures, kept apart from the task's own ``retries``.
@@ -150,7 +152,7 @@ def stopped_by_hand(conn: Connection, leases: Iterable[tuple[int, int]]) -> set[
     if not leases:
         return set()
     ti_ids = sorted({ti_id for ti_id, _ in leases})
-    ended = sql.tuples(conn, task_reads.STOPPED_ATTEMPTS, {"b_ti_ids": ti_ids})
+    ended = sql.tuples(conn, task_reads.Q.STOPPED_ATTEMPTS, {"b_ti_ids": ti_ids})
     return leases & {(ti_id, fence) for ti_id, fence in ended}
 
 
@@ -381,7 +383,7 @@ def _landed(
     None for those whose lease was lost: the rows not in ``state`` under their fence."""
     if done == len(outcomes):
         return dict.fromkeys((o.ti_id for o in outcomes), state)
-    rows = sql.rows(conn, task_reads.HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
+    rows = sql.rows(conn, task_reads.Q.HOLDERS, {"b_ti_ids": [o.ti_id for o in outcomes]})
     ours = {(r.id, r.fence_token) for r in rows if r.state == state.value}
     return {o.ti_id: state if (o.ti_id, o.fence_token) in ours else None for o in outcomes}
 
@@ -585,4 +587,4 @@ def record_partition_write(conn: Connection, **values: Any) -> None:
 
 def run_pk_of(conn: Connection, ti_id: int) -> int:
     """The run a task instance belongs to (a partition write records it)."""
-    return sql.scalar(conn, task_reads.RUN_OF_TASK, {"b_ti_id": ti_id})
+    return sql.scalar(conn, task_reads.Q.RUN_OF_TASK, {"b_ti_id": ti_id})

@@ -13,36 +13,20 @@ import json
 import socket
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, TypedDict
-
-from sqlalchemy import Connection, insert, select
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from dagrun.store import sql
 from dagrun.store.engine import Store
-from dagrun.store.schema import audit_log
-from dagrun.store.sql import Statement, binds, name_all
-from dagrun.store.sql import bind as _b
 from dagrun.timing.instants import Instant, iso
 
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/audit.py``).
+Q = sql.Catalogue("dagrun.store.queries.audit", "audit.")
+
 # ---------------------------------------------------------------- statements
-
-INSERT_AUDIT = Statement(
-    "Record an operator action (trigger, cancel, mark, clear, backfill, pause...) with who "
-    "and when.",
-    insert(audit_log).values(binds("at action dag_id run_id actor detail")),
-)
-_ENTRIES = select(*audit_log.c["at", "actor", "action", "dag_id", "run_id", "detail"])
-_NEWEST = (audit_log.c.at.desc(), audit_log.c.id.desc())
-_NEWEST_ENTRIES = Statement(
-    "The newest ``b_limit`` entries, newest first.",
-    _ENTRIES.order_by(*_NEWEST).limit(_b("limit")),
-)
-_NEWEST_DAG_ENTRIES = Statement(
-    "The newest ``b_limit`` entries of one DAG, newest first.",
-    _ENTRIES.where(audit_log.c.dag_id == _b("dag_id")).order_by(*_NEWEST).limit(_b("limit")),
-)
-
-name_all(globals(), prefix="audit.")
 
 
 def record(
@@ -74,7 +58,7 @@ def _insert(
 ) -> None:
     sql.execute(
         conn,
-        INSERT_AUDIT,
+        Q.INSERT_AUDIT,
         {
             "b_at": store.now(conn),
             "b_action": action,
@@ -134,9 +118,9 @@ class Entry:
 def entries(conn: Connection, dag_id: str | None = None, limit: int = 100) -> list[Entry]:
     """The newest ``limit`` entries, newest first; of one DAG when ``dag_id`` is given."""
     if dag_id is None:
-        rows = sql.tuples(conn, _NEWEST_ENTRIES, {"b_limit": limit})
+        rows = sql.tuples(conn, Q.NEWEST_ENTRIES, {"b_limit": limit})
     else:
-        rows = sql.tuples(conn, _NEWEST_DAG_ENTRIES, {"b_dag_id": dag_id, "b_limit": limit})
+        rows = sql.tuples(conn, Q.NEWEST_DAG_ENTRIES, {"b_dag_id": dag_id, "b_limit": limit})
     return [
         Entry(at, actor, action, dag, run, json.loads(detail) if detail else {})
         for at, actor, action, dag, run, detail in rows

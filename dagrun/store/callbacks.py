@@ -28,15 +28,15 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from sqlalchemy import Connection
-
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import CallbackEvent, CallbackState, RunState
 from dagrun.store import run_reads, sql, task_reads
-from dagrun.store import statements as q
+from dagrun.store.catalogue import TRANSITIONS as q
 from dagrun.store.logfiles import LogRange
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from dagrun.store.attempts import Completion
     from dagrun.store.runs import SpecLookup
 
@@ -206,9 +206,11 @@ def claim(
     if not rows:
         return []
     wanted = sorted({r.run_pk for r in rows})
-    facts = {r.id: r for r in sql.rows(conn, run_reads.CLAIMED_RUNS, {"b_run_pks": wanted})}
+    facts = {r.id: r for r in sql.rows(conn, run_reads.Q.CLAIMED_RUNS, {"b_run_pks": wanted})}
     ti_ids = sorted({r.ti_id for r in rows if r.ti_id is not None})
-    indexes = dict(sql.tuples(conn, task_reads.MAP_INDEXES, {"b_ti_ids": ti_ids})) if ti_ids else {}
+    indexes = (
+        dict(sql.tuples(conn, task_reads.Q.MAP_INDEXES, {"b_ti_ids": ti_ids})) if ti_ids else {}
+    )
     return [
         _claim_from(r, facts[r.run_pk], indexes.get(r.ti_id, -1))
         for r in sorted(rows, key=lambda r: r.id)
@@ -281,17 +283,19 @@ def end_lost(conn: Connection, now: datetime, gone: Iterable[str] = ()) -> list[
 def outstanding(conn: Connection, run_pks: Iterable[int]) -> bool:
     """Whether a callback of these runs is still pending or running."""
     return any(
-        sql.tuples(conn, task_reads.OUTSTANDING_CALLBACKS, {"b_run_pks": chunk})
+        sql.tuples(conn, task_reads.Q.OUTSTANDING_CALLBACKS, {"b_run_pks": chunk})
         for chunk in sql.chunks(sorted(run_pks))
     )
 
 
 def of_attempt(conn: Connection, ti_id: int, fence_token: int) -> list[Any]:
     """The callbacks an attempt fired, in order: event, state, reason, end and log range."""
-    return sql.rows(conn, task_reads.ATTEMPT_CALLBACKS, {"b_ti_id": ti_id, "b_fence": fence_token})
+    return sql.rows(
+        conn, task_reads.Q.ATTEMPT_CALLBACKS, {"b_ti_id": ti_id, "b_fence": fence_token}
+    )
 
 
 def of_run(conn: Connection, run_pk: int) -> list[Any]:
     """A run's callbacks, oldest first: event, task and map index, state, the error the
     event carried and the reason the callback failed, when, and its log range."""
-    return sql.rows(conn, task_reads.RUN_CALLBACKS, {"b_run_pk": run_pk})
+    return sql.rows(conn, task_reads.Q.RUN_CALLBACKS, {"b_run_pk": run_pk})

@@ -21,12 +21,12 @@ import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from sqlalchemy import func, select
-
 from dagrun.store import sql
 from dagrun.store.engine import Store
-from dagrun.store.sql import Statement, name_all
 from dagrun.timing.instants import OFFSET_ENV
+
+#: The statements of this module (``queries/clock.py``).
+Q = sql.Catalogue("dagrun.store.queries.clock", "clock.")
 
 log = logging.getLogger("dagrun.clock")
 
@@ -37,13 +37,6 @@ SKEW_SECONDS = 5.0
 JUMP_SECONDS = 3600.0 - 1.0
 #: Seconds between two measurements of a long-running process.
 MEASURE_EVERY = 60.0
-
-SERVER_CLOCK = Statement(
-    "The database server's clock now (not the transaction's start), to measure this host's.",
-    select(func.clock_timestamp()),
-)
-
-name_all(globals(), prefix="clock.")
 
 
 @dataclass(frozen=True)
@@ -73,7 +66,7 @@ def measure(store: Store) -> Skew | None:
         return None
     with store.read() as conn:
         before = time.time()
-        database = sql.scalar(conn, SERVER_CLOCK).astimezone(UTC)
+        database = sql.scalar(conn, Q.SERVER_CLOCK).astimezone(UTC)
         after = time.time()
     host = datetime.fromtimestamp((before + after) / 2, UTC)
     return Skew(database, host)

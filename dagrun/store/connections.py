@@ -8,45 +8,17 @@ from __future__ import annotations
 
 import json
 from datetime import datetime
-from typing import Any, Protocol
-
-from sqlalchemy import Connection as SqlConnection
-from sqlalchemy import delete, select
+from typing import TYPE_CHECKING, Any, Protocol
 
 from dagrun.store import sql
-from dagrun.store.schema import connection
-from dagrun.store.sql import Statement, name_all, upsert
-from dagrun.store.sql import bind as _b
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection as SqlConnection
+
+#: The statements of this module (``queries/connections.py``).
+Q = sql.Catalogue("dagrun.store.queries.connections", "connections.")
 
 # ---------------------------------------------------------------- statements
-
-_CONNECTION = connection.c[
-    "conn_id", "conn_type", "host", "port", "login", "password", "schema", "extra", "description"
-]
-
-CONNECTION = Statement(
-    "A stored connection, every field of it.",
-    select(*_CONNECTION).where(connection.c.conn_id == _b("conn_id")),
-)
-CONNECTIONS = Statement(
-    "Every stored connection, by id.",
-    select(*_CONNECTION).order_by(connection.c.conn_id),
-)
-UPSERT_CONNECTION = Statement(
-    "Create a connection or replace it whole; one added without a description keeps its own.",
-    upsert(
-        connection,
-        "conn_id",
-        ("conn_type", "host", "port", "login", "password", "schema", "extra", "updated_at"),
-        kept_if_null=("description",),
-    ),
-)
-DELETE_CONNECTION = Statement(
-    "Delete a connection (a task reading it then fails naming it).",
-    delete(connection).where(connection.c.conn_id == _b("conn_id")),
-)
-
-name_all(globals(), prefix="connections.")
 
 
 #: A stored connection's fields, by the names ``Connection`` takes them.
@@ -76,7 +48,7 @@ class ConnectionFields(Protocol):
 
 def get_connection(conn: SqlConnection, conn_id: str) -> ConnectionRow | None:
     """The stored connection ``conn_id``, None when there is none."""
-    row = sql.first(conn, CONNECTION, {"b_conn_id": conn_id})
+    row = sql.first(conn, Q.CONNECTION, {"b_conn_id": conn_id})
     return None if row is None else _connection(row)
 
 
@@ -87,7 +59,7 @@ def set_connection(
     one it had)."""
     sql.execute(
         conn,
-        UPSERT_CONNECTION,
+        Q.UPSERT_CONNECTION,
         {
             "b_conn_id": connection.conn_id,
             "b_conn_type": connection.conn_type,
@@ -104,12 +76,12 @@ def set_connection(
 
 
 def list_connections(conn: SqlConnection) -> list[ConnectionRow]:
-    return [_connection(row) for row in sql.rows(conn, CONNECTIONS)]
+    return [_connection(row) for row in sql.rows(conn, Q.CONNECTIONS)]
 
 
 def delete_connection(conn: SqlConnection, conn_id: str) -> bool:
     """Delete ``conn_id``; whether there was one."""
-    return sql.execute(conn, DELETE_CONNECTION, {"b_conn_id": conn_id}).rowcount > 0
+    return sql.execute(conn, Q.DELETE_CONNECTION, {"b_conn_id": conn_id}).rowcount > 0
 
 
 def _connection(row) -> ConnectionRow:

@@ -15,6 +15,7 @@ import functools
 import logging
 import os
 import sqlite3
+import sys
 import time
 import weakref
 from collections.abc import Iterator
@@ -22,14 +23,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
-
-from sqlalchemy import Connection, Engine, create_engine, event, func, inspect, select, text
-from sqlalchemy.engine import make_url
-from sqlalchemy.exc import (
-    ArgumentError,
-    NoSuchModuleError,
-    SQLAlchemyError,
-)
+from typing import TYPE_CHECKING, cast
 
 from dagrun import processes, settings
 from dagrun.errors import (
@@ -43,17 +37,25 @@ from dagrun.errors import (
     StoreUnavailable,
     UsageError,
 )
-from dagrun.store import migrations, rendered, schema, sql
+from dagrun.store import direct, rendered, sql
+from dagrun.store.direct import DirectConnection, DirectPool
 from dagrun.store.outage import (
-    DRIVER_ERRORS,
     OUTAGE_SECONDS,
     VALUE_ERRORS,
     Backoff,
     Health,
+    driver_errors,
     first_line,
     translate,
     where,
 )
+from dagrun.store.protocol import SCHEMA_VERSION, WORK_CHANNEL
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection, Engine
+
+#: The statements of this module (``queries/engine.py``).
+Q = sql.Catalogue("dagrun.store.queries.engine", "engine.")
 
 log = logging.getLogger("dagrun.store")
 _ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
@@ -118,29 +120,57 @@ class Store:
     """
 
     def __init__(
-        self, url: str | None = None, *, create: bool = True, only_home_folder: bool = False
+        self,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        only_home_folder: bool = False,
+        direct: bool = False,
     ):
         """``only_home_folder`` (what the command line asks for): a SQLite file's missing
-        folder is made only under ``DAGRUN_HOME``; any other is ``StoreFolderMissing``."""
+        folder is made only under ``DAGRUN_HOME``; any other is ``StoreFolderMissing``.
+        ``direct`` (what commands ask for): a SQLite file is used on Python's own driver
+        (``direct``), SQLAlchemy's engine only to create or migrate the schema; a caller
+        that runs SQLAlchemy expressions on the store's connections leaves it off."""
         self.url = normalise_url(url or settings.get("core.db_url") or default_url())
-        self.engine = _make_engine(self.url, only_home_folder)
-        _ENGINES.add(self.engine)
-        self.caps = capabilities(self.engine.dialect.name)
         self.health: Health | None = None
-        _check_internals(self.engine.dialect)
+        self._only_home_folder = only_home_folder
+        database = _sqlite_file(self.url) if direct else None
+        self._direct: DirectPool | None = None
+        if database is None:
+            self.dialect: str = self.engine.dialect.name
+        else:
+            _sqlite_folder(self.url, Path(database).absolute().parent, only_home_folder)
+            self._direct = DirectPool(
+                self.url,
+                database,
+                busy_seconds=settings.get("database.sqlite_busy_seconds"),
+                synchronous=SQLITE_SYNCHRONOUS,
+            )
+            self.dialect = "sqlite"
+        self.caps = capabilities(self.dialect)
         if create:
             self.ensure_schema()
 
-    @property
-    def dialect(self) -> str:
-        return self.engine.dialect.name
+    @functools.cached_property
+    def engine(self) -> Engine:
+        """SQLAlchemy's engine (made on first use: a direct store makes it only to create
+        or migrate the schema)."""
+        engine = _make_engine(self.url, self._only_home_folder)
+        _ENGINES.add(engine)
+        return engine
 
     def __repr__(self) -> str:
-        return f"<Store {self.engine.url.render_as_string(hide_password=True)}>"
+        return f"<Store {where(self.url) if self._direct else _shown(self.engine)}>"
 
     @classmethod
     def when_available(
-        cls, url: str | None = None, limit: float | None = None, *, only_home_folder: bool = False
+        cls,
+        url: str | None = None,
+        limit: float | None = None,
+        *,
+        only_home_folder: bool = False,
+        direct: bool = False,
     ) -> Store:
         """A store for a long-running process that may start while the database is away:
         opening it is retried (logged once) for up to the outage limit, and later outages
@@ -149,7 +179,7 @@ class Store:
         started, backoff = time.monotonic(), Backoff()
         while True:
             try:
-                store = cls(url, only_home_folder=only_home_folder)
+                store = cls(url, only_home_folder=only_home_folder, direct=direct)
                 break
             except StoreUnavailable as exc:
                 waited = time.monotonic() - started
@@ -183,12 +213,16 @@ class Store:
     @property
     def where(self) -> str:
         """The database as messages name it (``outage.where``)."""
-        return where(self.engine.url)
+        return where(self.url)
 
     @contextmanager
     def _transaction(self, **options: object) -> Iterator[Connection]:
         """Every driver error of the transaction, however it reached here, leaves as a
         ``StoreError`` (``translate``), except a mistake in a statement (a bug)."""
+        if self._direct is not None and not options.get("dagrun_schema"):
+            with self._direct_transaction(bool(options.get("dagrun_write"))) as conn:
+                yield conn
+            return
         try:
             with processes.FORK_GUARD.using(), self.engine.connect() as conn:
                 if options:
@@ -203,59 +237,96 @@ class Store:
                 wrote = bool(options.get("dagrun_write")) and (
                     changes is None or _changes(conn) != changes
                 )
-        except (*DRIVER_ERRORS, *VALUE_ERRORS) as exc:
-            error = translate(exc, self.engine.url)
-            if error is None:
-                raise
-            if self.health is not None:
-                self.health.failed(error)
-            raise error from exc
+        except driver_errors(*VALUE_ERRORS) as exc:
+            self._failed(exc)
         if self.health is not None:
             self.health.ok(wrote)
+
+    @contextmanager
+    def _direct_transaction(self, write: bool) -> Iterator[Connection]:
+        assert self._direct is not None
+        try:
+            with processes.FORK_GUARD.using(), self._direct.transaction(write=write) as conn:
+                changes = conn.total_changes
+                yield cast("Connection", conn)  # what ``sql`` runs statements on, either way
+                wrote = write and conn.total_changes != changes
+        except driver_errors(*VALUE_ERRORS) as exc:
+            self._failed(exc)
+        if self.health is not None:
+            self.health.ok(wrote)
+
+    def _failed(self, exc: Exception) -> None:
+        """Raise a driver's error as dagrun's (a mistake in a statement as it is)."""
+        error = translate(exc, self.url)
+        if error is None:
+            raise exc
+        if self.health is not None:
+            self.health.failed(error)
+        raise error from exc
 
     def now(self, conn: Connection | None = None) -> datetime:
         """The clock that decides leases: the server's on PostgreSQL, this host's on SQLite."""
         if not self.caps.server_clock:
             return datetime.now(UTC)
         if conn is not None:
-            return sql.scalar(conn, _SERVER_NOW).astimezone(UTC)
+            return sql.scalar(conn, Q.SERVER_NOW).astimezone(UTC)
         with self.read() as c:
-            return sql.scalar(c, _SERVER_NOW).astimezone(UTC)
+            return sql.scalar(c, Q.SERVER_NOW).astimezone(UTC)
 
     def ensure_schema(self) -> None:
         """Create the schema on first use, bring an older one up to date, refuse a database
-        from a newer dagrun."""
+        from a newer dagrun. A direct store reads its version first: only a new or older
+        schema needs SQLAlchemy."""
         try:
-            with self._transaction(dagrun_write=True, dagrun_schema=True) as conn:
-                if self.dialect == "postgresql":
-                    conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
-                if not inspect(conn).has_table("dagrun_meta"):
-                    refuse_foreign(conn, self.where)
-                    for statement in _create_statements(conn.dialect):
-                        conn.exec_driver_sql(statement)
-                    conn.execute(
-                        schema.meta.insert().values(
-                            key="schema_version", value=str(schema.SCHEMA_VERSION)
-                        )
-                    )
-                    return
-                version = self.schema_version(conn)
-                if version < schema.SCHEMA_VERSION:
-                    _migrate(conn, version)
+            version = self._direct_version() if self._direct is not None else None
+            if version != SCHEMA_VERSION:
+                version = self._create_or_migrate()
         except _NAMES_THE_DATABASE:
             raise
         except StoreError as exc:
             raise type(exc)(f"cannot open the database {self!r}: {exc}") from exc
-        except (SQLAlchemyError, sqlite3.Error) as exc:
+        except _sqlalchemy_errors() as exc:
             raise StoreError(f"cannot open the database {self!r}: {first_line(exc)}") from exc
-        if version > schema.SCHEMA_VERSION:
+        if version > SCHEMA_VERSION:
             raise StoreError(
                 f"the database has schema version {version}, newer than this dagrun "
-                f"({schema.SCHEMA_VERSION}); upgrade dagrun"
+                f"({SCHEMA_VERSION}); upgrade dagrun"
             )
 
+    def _direct_version(self) -> int | None:
+        """The schema version of a direct store; None when it has no dagrun schema yet."""
+        with self.read() as conn:
+            if "dagrun_meta" not in direct.table_names(cast("DirectConnection", conn).driver):
+                return None
+            return self.schema_version(conn)
+
+    def _create_or_migrate(self) -> int:
+        """The schema made or brought up to date (through SQLAlchemy); the version found."""
+        from sqlalchemy import inspect, text
+
+        from dagrun.store import schema
+        from dagrun.store.queries import every_statement
+
+        with self._transaction(dagrun_write=True, dagrun_schema=True) as conn:
+            if self.dialect == "postgresql":
+                conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
+            if not inspect(conn).has_table("dagrun_meta"):
+                refuse_foreign(conn, self.where)
+                for statement in _create_statements(conn.dialect):
+                    conn.exec_driver_sql(statement)
+                conn.execute(
+                    schema.meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
+                )
+                version = SCHEMA_VERSION
+            else:
+                version = self.schema_version(conn)
+                if version < SCHEMA_VERSION:
+                    _migrate(conn, version)
+        sql.render_all(self.dialect, every_statement)
+        return version
+
     def schema_version(self, conn: Connection) -> int:
-        row = sql.scalar(conn, _SCHEMA_VERSION)
+        row = sql.scalar(conn, Q.SCHEMA_VERSION)
         return int(row) if row is not None else 0
 
     def listen(self) -> Listener | None:
@@ -270,16 +341,40 @@ class Store:
             return None
 
     def dispose(self) -> None:
-        self.engine.dispose()
+        if self._direct is not None:
+            self._direct.close()
+        if "engine" in self.__dict__:
+            self.engine.dispose()
 
 
 #: Errors whose message names the database and what to do already.
 _NAMES_THE_DATABASE = (StoreDamaged, StoreFull, StoreLocked, NotDagrunStore)
 
 
+def _sqlalchemy_errors() -> tuple[type[Exception], ...]:
+    """SQLite's errors, and SQLAlchemy's once a process has loaded it (none can be raised
+    before)."""
+    loaded = sys.modules.get("sqlalchemy.exc")
+    return (sqlite3.Error, loaded.SQLAlchemyError) if loaded else (sqlite3.Error,)
+
+
+def _sqlite_file(url: str) -> str | None:
+    """The file of a plain SQLite URL (``sqlite:///path``, no options); None for another."""
+    if not url.startswith("sqlite:///") or "?" in url:
+        return None
+    database = url[len("sqlite:///") :]
+    return database if database and database != ":memory:" else None
+
+
+def _shown(engine: Engine) -> str:
+    return engine.url.render_as_string(hide_password=True)
+
+
 def refuse_foreign(conn: Connection, database: str) -> None:
     """A database with tables but no ``dagrun_meta`` belongs to another program: dagrun
     writes nothing into it."""
+    from sqlalchemy import inspect
+
     tables = sorted(inspect(conn).get_table_names())
     if tables:
         shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
@@ -288,10 +383,12 @@ def refuse_foreign(conn: Connection, database: str) -> None:
 
 def _create_statements(dialect) -> list[str]:
     """The new schema's DDL, as an earlier process rendered it (``rendered``) or now."""
+    from dagrun.store import schema
+
     return rendered.kept(dialect.name, _SCHEMA_DDL, lambda: schema.create_statements(dialect))
 
 
-_SCHEMA_DDL = f"schema version {schema.SCHEMA_VERSION}"
+_SCHEMA_DDL = f"schema version {SCHEMA_VERSION}"
 _SHARED: dict[str, Store] = {}
 
 
@@ -305,16 +402,8 @@ def shared_store(url: str | None) -> Store:
     url = url or settings.get("core.db_url") or default_url()
     store = _SHARED.get(url)
     if store is None:
-        store = _SHARED[url] = Store(url, create=create)
+        store = _SHARED[url] = Store(url, create=create, direct=True)
     return store
-
-
-_SERVER_NOW = select(func.now())
-_SCHEMA_VERSION = select(schema.meta.c.value).where(schema.meta.c.key == "schema_version")
-
-#: Every transaction that puts tasks in the queue on PostgreSQL sends one notification on
-#: this channel when it commits, so an idle worker claims them at once, not at its next poll.
-WORK_CHANNEL = "dagrun_work"
 
 
 class Listener:
@@ -346,7 +435,11 @@ def _migrate(conn: Connection, version: int) -> None:
     A step may rebuild a table on SQLite, which cannot drop a constraint: the schema
     transaction runs with foreign keys off there (dropping the old table would otherwise
     cascade to the rows that reference it), so they are checked before the commit."""
-    for step in range(version + 1, schema.SCHEMA_VERSION + 1):
+    from sqlalchemy import text
+
+    from dagrun.store import migrations, schema
+
+    for step in range(version + 1, SCHEMA_VERSION + 1):
         for statement in migrations.migration(step, conn.dialect.name):
             conn.execute(text(statement))
     if conn.dialect.name == "sqlite" and conn.exec_driver_sql("PRAGMA foreign_key_check").first():
@@ -354,7 +447,7 @@ def _migrate(conn: Connection, version: int) -> None:
     conn.execute(
         schema.meta.update()
         .where(schema.meta.c.key == "schema_version")
-        .values(value=str(schema.SCHEMA_VERSION))
+        .values(value=str(SCHEMA_VERSION))
     )
 
 
@@ -377,16 +470,6 @@ def _missing_driver(parsed, exc: Exception) -> str:
     if package is None:
         return f"--db {parsed.drivername}:// is not supported by this install ({exc})"
     return f"--db {parsed.drivername}:// needs a driver this install lacks: pip install {package}"
-
-
-_checked: set[str] = set()
-
-
-def _check_internals(dialect) -> None:
-    """Once per dialect and process: the SQLAlchemy internals ``sql`` reads are there."""
-    if dialect.name not in _checked:
-        sql.check_internals(dialect)
-        _checked.add(dialect.name)
 
 
 #: A connection attempt gives up after this long, and a dead peer is noticed by TCP
@@ -420,6 +503,10 @@ def _connect_args(parsed) -> dict[str, object]:
 
 
 def _make_engine(url: str, only_home_folder: bool) -> Engine:
+    from sqlalchemy import create_engine, event
+    from sqlalchemy.engine import make_url
+    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
+
     try:
         parsed = make_url(url)
     except ArgumentError:
@@ -466,33 +553,7 @@ def _sqlite_folder(url: str, folder: Path, only_home_folder: bool) -> None:
 
 
 def _sqlite_connect(dbapi_conn, _record, *, busy_seconds: float) -> None:
-    dbapi_conn.isolation_level = None
-    cursor = dbapi_conn.cursor()
-    _use_wal(cursor)
-    cursor.execute(f"PRAGMA synchronous={SQLITE_SYNCHRONOUS}")
-    cursor.execute("PRAGMA foreign_keys=ON")
-    cursor.execute(f"PRAGMA busy_timeout={int(busy_seconds * 1000)}")
-    cursor.close()
-
-
-def _use_wal(cursor) -> None:
-    """Switch a database to WAL once (it stays so): a new one, or dagrun's (a restored
-    copy); never another program's, which ``ensure_schema`` refuses untouched. Several
-    processes opening a brand-new database at once may find it busy: the switch takes an
-    exclusive lock that SQLite does not wait for, so try again briefly."""
-    for attempt in range(100):
-        try:
-            if cursor.execute("PRAGMA journal_mode").fetchone()[0].lower() == "wal":
-                return
-            tables = {row[0] for row in cursor.execute(_TABLES)}
-            if tables and "dagrun_meta" not in tables:
-                return
-            cursor.execute("PRAGMA journal_mode=WAL")
-            return
-        except sqlite3.OperationalError:
-            if attempt == 99:
-                raise
-            time.sleep(0.05)
+    direct.set_up(dbapi_conn, busy_seconds=busy_seconds, synchronous=SQLITE_SYNCHRONOUS)
 
 
 def _changes(conn: Connection) -> int | None:
@@ -500,9 +561,6 @@ def _changes(conn: Connection) -> int | None:
     from one that only read; None elsewhere (a PostgreSQL write counts as one that wrote)."""
     raw = conn.connection.dbapi_connection
     return getattr(raw, "total_changes", None)
-
-
-_TABLES = "SELECT name FROM sqlite_schema WHERE type = 'table'"
 
 
 def _foreign_keys_back_on(conn: Connection) -> None:
@@ -527,11 +585,4 @@ def _sqlite_begin(conn: Connection) -> None:
     options = conn.get_execution_options()
     if options.get("dagrun_schema"):  # see ``_migrate``; only before a transaction begins
         conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
-    sql.execute(conn, _BEGIN_WRITE if options.get("dagrun_write") else _BEGIN_READ)
-
-
-_BEGIN_WRITE = sql.Statement(
-    "A writer's transaction: the write lock at once.", text("BEGIN IMMEDIATE")
-)
-_BEGIN_READ = sql.Statement("A reader's transaction.", text("BEGIN"))
-sql.name_all(globals(), prefix="engine.")
+    sql.execute(conn, Q.BEGIN_WRITE if options.get("dagrun_write") else Q.BEGIN_READ)

@@ -24,16 +24,18 @@ import uuid
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from enum import StrEnum
-
-from sqlalchemy import Connection, delete, func, null, select
+from typing import TYPE_CHECKING
 
 from dagrun.errors import StoreError
-from dagrun.states import RunState
 from dagrun.store import sql
 from dagrun.store.engine import Store
-from dagrun.store.schema import dag_run, heartbeat
-from dagrun.store.sql import Statement, name_all, upsert
-from dagrun.store.sql import bind as _b
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/heartbeats.py``).
+Q = sql.Catalogue("dagrun.store.queries.heartbeats", "heartbeats.")
 
 
 class Role(StrEnum):
@@ -51,51 +53,6 @@ ALIVE_SECONDS = 60.0
 #: Rows of processes silent this long are deleted (``prune``), every ``PRUNE_SECONDS``.
 FORGET_AFTER = timedelta(days=1)
 PRUNE_SECONDS = 3600.0
-
-#: Runs that need a scheduler to start or to go on: waiting, queued or running.
-_UNFINISHED = [RunState.WAITING.value, RunState.QUEUED.value, RunState.RUNNING.value]
-
-BEAT = Statement(
-    "Record a process's heartbeat: its row is made on the first beat, its time and clock "
-    "offset updated on the next.",
-    upsert(heartbeat, "owner", ("beat_at", "clock_offset")),
-)
-FORGET = Statement(
-    "A process that stops cleanly deletes its heartbeat.",
-    delete(heartbeat).where(heartbeat.c.owner == _b("owner")),
-)
-PRUNE = Statement(
-    "Delete the heartbeats of processes silent since ``before`` (they died).",
-    delete(heartbeat).where(heartbeat.c.beat_at < _b("before")),
-)
-NEWEST = Statement(
-    "The newest heartbeat of a role.",
-    select(heartbeat)
-    .where(heartbeat.c.role == _b("role"))
-    .order_by(heartbeat.c.beat_at.desc())
-    .limit(1),
-)
-SINCE = Statement(
-    "Every heartbeat since ``since``, newest first: the processes alive.",
-    select(heartbeat)
-    .where(heartbeat.c.beat_at >= _b("since"))
-    .order_by(heartbeat.c.beat_at.desc()),
-)
-UNFINISHED_RUN = (
-    select(dag_run.c.id).where(dag_run.c.state.in_(_UNFINISHED)).limit(1).scalar_subquery()
-)
-STALL = Statement(
-    "What the page's banner needs, in one statement of two index lookups: the newest beat of "
-    "a role, one run that is waiting, queued or running (if any), and the database server's "
-    "clock (none on SQLite, where the host's clock is the store's).",
-    lambda dialect: select(
-        func.max(heartbeat.c.beat_at).label("beat_at"),
-        UNFINISHED_RUN.label("run_id"),
-        (func.now() if dialect == "postgresql" else null()).label("now"),
-    ).where(heartbeat.c.role == _b("role")),
-)
-
-name_all(globals(), prefix="heartbeats.")
 
 
 @dataclass(frozen=True)
@@ -134,7 +91,7 @@ def beat(
     """Record that ``owner`` is alive at ``now`` (an upsert by owner)."""
     sql.execute(
         conn,
-        BEAT,
+        Q.BEAT,
         {
             "b_owner": owner,
             "b_role": role.value,
@@ -149,17 +106,17 @@ def beat(
 
 def forget(conn: Connection, owner: str) -> None:
     """``owner`` stopped cleanly: its row goes (a dead process's stays until ``prune``)."""
-    sql.execute(conn, FORGET, {"b_owner": owner})
+    sql.execute(conn, Q.FORGET, {"b_owner": owner})
 
 
 def prune(conn: Connection, now: datetime) -> int:
     """Delete the rows of processes silent for ``FORGET_AFTER``; how many went."""
-    return sql.execute(conn, PRUNE, {"b_before": now - FORGET_AFTER}).rowcount
+    return sql.execute(conn, Q.PRUNE, {"b_before": now - FORGET_AFTER}).rowcount
 
 
 def newest(conn: Connection, role: Role) -> Beat | None:
     """The newest heartbeat of ``role``, or None if none is recorded."""
-    row = sql.first(conn, NEWEST, {"b_role": role.value})
+    row = sql.first(conn, Q.NEWEST, {"b_role": role.value})
     return None if row is None else Beat(*row)
 
 
@@ -170,7 +127,7 @@ def alive_since(now: datetime) -> datetime:
 
 def live(conn: Connection, now: datetime) -> list[Beat]:
     """The heartbeats of the processes alive at ``now``, newest first."""
-    return [Beat(*row) for row in sql.rows(conn, SINCE, {"b_since": alive_since(now)})]
+    return [Beat(*row) for row in sql.rows(conn, Q.SINCE, {"b_since": alive_since(now)})]
 
 
 def is_alive(beat_at: datetime | None, now: datetime) -> bool:
@@ -180,7 +137,7 @@ def is_alive(beat_at: datetime | None, now: datetime) -> bool:
 
 def scheduler_stall(conn: Connection) -> Stall | None:
     """A ``Stall`` when no scheduler is alive while runs are unfinished, else None."""
-    beat_at, run_id, server_now = sql.first(conn, STALL, {"b_role": Role.SCHEDULER.value})
+    beat_at, run_id, server_now = sql.first(conn, Q.STALL, {"b_role": Role.SCHEDULER.value})
     now = server_now.astimezone(UTC) if server_now is not None else datetime.now(UTC)
     if run_id is None or is_alive(beat_at, now):
         return None

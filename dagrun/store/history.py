@@ -9,15 +9,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from datetime import datetime
-
-from sqlalchemy import Connection, func, select
+from typing import TYPE_CHECKING
 
 from dagrun.store import sql
-from dagrun.store.schema import dag_run
-from dagrun.store.schema import task_instance as ti
-from dagrun.store.sql import Statement, name_all
-from dagrun.store.sql import bind as _b
-from dagrun.store.sql import bind_list as _many
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/history.py``).
+Q = sql.Catalogue("dagrun.store.queries.history", "history.")
 
 
 @dataclass(frozen=True)
@@ -43,34 +44,10 @@ class RunDurations:
 def recent_durations(conn: Connection, dag_id: str, limit: int) -> list[RunDurations]:
     """The last ``limit`` runs of ``dag_id`` by logical date, oldest first, with their
     tasks' durations."""
-    rows = sql.tuples(conn, _NEWEST_RUNS, {"b_dag_id": dag_id, "b_limit": limit})[::-1]
+    rows = sql.tuples(conn, Q.NEWEST_RUNS, {"b_dag_id": dag_id, "b_limit": limit})[::-1]
     found = {pk: RunDurations(*rest) for pk, *rest in rows}
     if not found:
         return []
-    for run_pk, task_id, seconds in sql.tuples(conn, _SLOWEST, {"b_run_pks": list(found)}):
+    for run_pk, task_id, seconds in sql.tuples(conn, Q.SLOWEST, {"b_run_pks": list(found)}):
         found[run_pk].tasks[task_id] = float(seconds)
     return list(found.values())
-
-
-_NEWEST_RUNS = Statement(
-    "A DAG's newest ``b_limit`` runs by logical date, newest first, with their times.",
-    select(
-        dag_run.c.id,
-        dag_run.c.run_id,
-        dag_run.c.logical_date,
-        dag_run.c.state,
-        dag_run.c.start_date,
-        dag_run.c.end_date,
-    )
-    .where(dag_run.c.dag_id == _b("dag_id"))
-    .order_by(dag_run.c.logical_date.desc())
-    .limit(_b("limit")),
-)
-_SLOWEST = Statement(
-    "Each task's longest recorded duration in some runs (a mapped task's slowest index).",
-    select(ti.c.run_pk, ti.c.task_id, func.max(ti.c.duration))
-    .where(ti.c.run_pk.in_(_many("run_pks")), ti.c.duration.is_not(None))
-    .group_by(ti.c.run_pk, ti.c.task_id),
-)
-
-name_all(globals(), prefix="history.")

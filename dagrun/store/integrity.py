@@ -27,7 +27,7 @@ from sqlalchemy import Connection, inspect
 from dagrun.errors import NotDagrunStore, StoreDamaged, StoreError, UsageError
 from dagrun.store import schema
 from dagrun.store.engine import Store, refuse_foreign
-from dagrun.store.outage import DRIVER_ERRORS
+from dagrun.store.outage import driver_errors
 
 #: ``quick_check`` stops after this many problems: enough to name the damage.
 QUICK_CHECK_LIMIT = 20
@@ -130,7 +130,7 @@ def _page_owners(conn: Connection) -> dict[int, str]:
     for query in ("SELECT pageno, name FROM dbstat", "SELECT rootpage, name FROM sqlite_schema"):
         try:
             return dict(conn.exec_driver_sql(query).all())
-        except DRIVER_ERRORS:
+        except driver_errors():
             continue
     return {}
 

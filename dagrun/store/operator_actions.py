@@ -21,17 +21,20 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime, timedelta
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import AttemptOutcome, CallbackEvent, RunState, TaskState
 from dagrun.store import callbacks, run_reads, sql
-from dagrun.store import statements as q
 from dagrun.store.attempts import log_params
+from dagrun.store.catalogue import TRANSITIONS as q
 from dagrun.store.readiness import counted_states, run_outcome
 from dagrun.store.runs import advance_runs, ensure_task_instances
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 
 #: Task states a hand change may overwrite without stopping anything.
 _NOT_RUNNING = [s.value for s in TaskState if s != TaskState.RUNNING]
@@ -108,7 +111,7 @@ def time_out_runs(conn: Connection, spec: DagSpec, now: datetime) -> int:
         return 0
     before = now - timedelta(seconds=spec.dagrun_timeout)
     late = sql.scalars(
-        conn, run_reads.RUNS_STARTED_BEFORE, {"b_dag_id": spec.dag_id, "b_before": before}
+        conn, run_reads.Q.RUNS_STARTED_BEFORE, {"b_dag_id": spec.dag_id, "b_before": before}
     )
     reason = f"dagrun_timeout: the run was unfinished {spec.dagrun_timeout:g} s after it started"
     ended = 0
@@ -299,7 +302,7 @@ def _settle(
         return decided.run_state or RunState.RUNNING, False
     if before.value not in _FINISHED_RUN:
         return before, False
-    rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": [run_pk]})
+    rows = sql.tuples(conn, run_reads.Q.RUN_TASK_STATES, {"b_run_pks": [run_pk]})
     outcome = run_outcome(counted_states(spec, [(t, TaskState(state)) for _, t, state in rows]))
     if outcome is None:
         sql.execute(conn, q.REOPEN_RUN, {"b_run_pk": run_pk})

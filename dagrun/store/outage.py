@@ -18,20 +18,11 @@ import logging
 import math
 import re
 import sqlite3
+import sys
 import threading
 import time
 from collections.abc import Callable
-
-from sqlalchemy import URL, Connection
-from sqlalchemy.exc import (
-    DataError,
-    DBAPIError,
-    IntegrityError,
-    InterfaceError,
-    NotSupportedError,
-    OperationalError,
-    ProgrammingError,
-)
+from typing import TYPE_CHECKING
 
 from dagrun import settings
 from dagrun.errors import (
@@ -45,7 +36,11 @@ from dagrun.errors import (
     StoreLocked,
     StoreUnavailable,
 )
+from dagrun.store.direct import DirectConnection
 from dagrun.timing.backoff import Backoff
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 log = logging.getLogger("dagrun.store")
 
@@ -158,9 +153,14 @@ def note_failure(health: Health | None, error: StoreError, what: str) -> None:
         log.warning("%s failed, will retry: %s", what, error)
 
 
-#: Errors of the driver: raised through SQLAlchemy, or straight from the driver's cursor
-#: (SQLite reports damage met while fetching rows there).
-DRIVER_ERRORS = (DBAPIError, sqlite3.Error)
+def driver_errors(*more: type[Exception]) -> tuple[type[Exception], ...]:
+    """Errors of the driver (and ``more``): straight from the driver's cursor (a direct
+    connection, or SQLite reporting damage met while fetching rows), or raised through
+    SQLAlchemy, when a process has loaded it (no SQLAlchemy error can be raised before)."""
+    loaded = sys.modules.get("sqlalchemy.exc")
+    return (sqlite3.Error, *more, *((loaded.DBAPIError,) if loaded else ()))
+
+
 #: What reading a damaged value can raise besides (``unreadable``).
 VALUE_ERRORS = (ValueError, TypeError)
 #: PostgreSQL SQLSTATEs of a transaction that lost a race: deadlock victim, serialisation
@@ -181,11 +181,14 @@ _SQLITE_UNAVAILABLE = {3, 8, 10, 14}
 #: What Python's sqlite3 says of a stored text value that is not UTF-8.
 _UNDECODABLE = re.compile(r"Could not decode to UTF-8 column '([^']*)'")
 #: Driver errors that are mistakes in dagrun's own statements (a broken constraint, bad
-#: SQL): bugs, raised as they are rather than taken for the database's state.
-_MISTAKES = (IntegrityError, ProgrammingError, DataError, NotSupportedError)
+#: SQL): bugs, raised as they are rather than taken for the database's state (the
+#: DB-API's names, which SQLAlchemy's errors share).
+_MISTAKES = {"IntegrityError", "ProgrammingError", "DataError", "NotSupportedError"}
+#: DB-API errors of a database that cannot be reached.
+_UNREACHABLE = {"OperationalError", "InterfaceError"}
 
 
-def translate(exc: Exception, url: URL) -> StoreError | None:
+def translate(exc: Exception, url: str) -> StoreError | None:
     """A driver error as dagrun's, naming the database where it is the database's state:
     a conflict to retry, an outage, a full disk, damage, a file that is not dagrun's, or a
     plain StoreError; None for a mistake in a statement (``_MISTAKES``) and for a
@@ -195,7 +198,7 @@ def translate(exc: Exception, url: URL) -> StoreError | None:
         if not unreadable(exc):
             return None
         detail = f"a stored value cannot be read: {first_line(exc)}"
-        return StoreDamaged(database, detail, _restore(url.get_backend_name()))
+        return StoreDamaged(database, detail, _restore(backend(url)))
     orig = getattr(exc, "orig", None) or exc
     if isinstance(orig, sqlite3.Error):
         return _translate_sqlite(exc, orig, database)
@@ -207,11 +210,9 @@ def translate(exc: Exception, url: URL) -> StoreError | None:
         return StoreFull(database, first_line(exc))
     if state in _DAMAGED_STATES:
         return StoreDamaged(database, first_line(exc), _restore("postgresql"))
-    if isinstance(exc, _MISTAKES):
+    if type(exc).__name__ in _MISTAKES:
         return None
-    if isinstance(exc, OperationalError | InterfaceError) or getattr(
-        exc, "connection_invalidated", False
-    ):
+    if type(exc).__name__ in _UNREACHABLE or getattr(exc, "connection_invalidated", False):
         return StoreUnavailable(message)
     return StoreError(message)
 
@@ -238,15 +239,21 @@ def _translate_sqlite(exc: Exception, orig: sqlite3.Error, database: str) -> Sto
     return StoreError(message)
 
 
-#: SQLAlchemy's module of result processors (``str_to_datetime``...), compiled or not.
-_RESULT_PROCESSORS = "sqlalchemy.engine._processors"
+#: Where stored values are converted (``conversions``; SQLAlchemy's result processors,
+#: compiled or not, for a statement run through SQLAlchemy).
+_RESULT_PROCESSORS = ("dagrun.store.conversions", "sqlalchemy.engine._processors")
 #: Where dagrun's own code calls the driver: an error the driver raises surfaces there.
-_DRIVER_CALLERS = {"dagrun.store.sql", "dagrun.store.engine", "dagrun.store.integrity"}
+_DRIVER_CALLERS = {
+    "dagrun.store.sql",
+    "dagrun.store.engine",
+    "dagrun.store.direct",
+    "dagrun.store.integrity",
+}
 
 
 def unreadable(exc: BaseException) -> bool:
     """Whether a ValueError or TypeError is a stored value that cannot be read: raised by
-    SQLAlchemy's result processors (turning a damaged text into an instant), or a
+    a result conversion (turning a damaged text into an instant), or a
     UnicodeDecodeError raised by the driver itself (Python's sqlite3 raises one in place of
     SQLite's error when that error quotes damaged text, such as a damaged schema's)."""
     tb = exc.__traceback__
@@ -264,18 +271,27 @@ def _restore(backend: str) -> str:
     return "restore it from a backup (pg_dump)"
 
 
-def where(url: URL) -> str:
+def backend(url: str) -> str:
+    """``sqlite`` or ``postgresql`` (or another backend's name) of a database URL."""
+    return url.split(":", 1)[0].split("+", 1)[0]
+
+
+def where(url: str) -> str:
     """The database as messages name it: a SQLite file's path, else its URL without the
     password."""
-    if url.get_backend_name() == "sqlite":
-        return str(url.database)
-    return url.render_as_string(hide_password=True)
+    if backend(url) == "sqlite":
+        return url.split("?", 1)[0].removeprefix("sqlite://").removeprefix("/") or ":memory:"
+    return _PASSWORD.sub(r"\1:***@", url)
+
+
+_PASSWORD = re.compile(r"(//[^:/@]+):[^@]*@")
 
 
 def damaged(conn: Connection, detail: str) -> StoreDamaged:
     """Damage dagrun noticed itself: a row it wrote in this transaction does not read back
     (a damaged index answers without an error)."""
-    return StoreDamaged(where(conn.engine.url), detail, _restore(conn.dialect.name))
+    url = conn.url if isinstance(conn, DirectConnection) else conn.engine.url.render_as_string()
+    return StoreDamaged(where(url), detail, _restore(conn.dialect.name))
 
 
 def first_line(exc: BaseException) -> str:

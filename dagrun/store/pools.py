@@ -10,28 +10,19 @@ without a limit. Listing pools is a read (``dag_reads.pool_rows``).
 
 from __future__ import annotations
 
-from typing import Any
-
-from sqlalchemy import Connection, delete
+from typing import TYPE_CHECKING, Any
 
 from dagrun.store import dag_reads, sql
-from dagrun.store import statements as q
-from dagrun.store.schema import pool
-from dagrun.store.sql import Statement, name_all, upsert
-from dagrun.store.sql import bind as _b
+from dagrun.store.catalogue import TRANSITIONS as q
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/pools.py``).
+Q = sql.Catalogue("dagrun.store.queries.pools", "pools.")
 
 # ---------------------------------------------------------------- statements
-
-UPSERT_POOL = Statement(
-    "Create a pool or change its slots and description.",
-    upsert(pool, "name", ("slots", "description")),
-)
-DELETE_POOL = Statement(
-    "Delete a pool (its tasks then wait until it exists again).",
-    delete(pool).where(pool.c.name == _b("name")),
-)
-
-name_all(globals(), prefix="pools.")
 
 
 #: The claim of a DAG's capped tasks for (in a pool, of some runs only).
@@ -50,7 +41,7 @@ def claim_capped(
     all: per DAG (and pool) as many as both limits leave free, counted under the DAG's cap
     row lock (and the pool's), so two workers claiming at once never exceed either."""
     rows: list = []
-    for dag_id, name in sql.tuples(conn, dag_reads.QUEUED_CAPPED):
+    for dag_id, name in sql.tuples(conn, dag_reads.Q.QUEUED_CAPPED):
         free = _free_in_dag(conn, dag_id, room)
         if name is not None:
             free = min(free, _free_in_pool(conn, name))
@@ -68,7 +59,7 @@ def _free_in_dag(conn: Connection, dag_id: str, room: int) -> int:
     cap = sql.scalar(conn, q.LOCK_DAG_CAP, {"b_dag_id": dag_id})
     if cap is None:  # the DAG dropped its cap: its capped tasks are no longer limited
         return room
-    return cap - sql.scalar(conn, dag_reads.RUNNING_IN_DAG, {"b_dag_id": dag_id})
+    return cap - sql.scalar(conn, dag_reads.Q.RUNNING_IN_DAG, {"b_dag_id": dag_id})
 
 
 def _free_in_pool(conn: Connection, name: str) -> int:
@@ -76,7 +67,7 @@ def _free_in_pool(conn: Connection, name: str) -> int:
     slots = sql.scalar(conn, q.LOCK_POOL, {"b_pool": name})
     if slots is None:
         return 0
-    return slots - sql.scalar(conn, dag_reads.RUNNING_IN_POOL, {"b_pool": name})
+    return slots - sql.scalar(conn, dag_reads.Q.RUNNING_IN_POOL, {"b_pool": name})
 
 
 def claim_pooled(
@@ -87,7 +78,7 @@ def claim_pooled(
     ``statements.CLAIM_IN_POOL`` returns them)."""
     statement = q.CLAIM_IN_POOL_IN_RUNS if scoped else q.CLAIM_IN_POOL
     rows: list = []
-    for name in sql.scalars(conn, dag_reads.QUEUED_POOLS):
+    for name in sql.scalars(conn, dag_reads.Q.QUEUED_POOLS):
         take = min(_free_in_pool(conn, name), room - len(rows))
         if take > 0:
             rows += sql.rows(conn, statement, {**params, "b_limit": take, "b_pool": name})
@@ -98,13 +89,15 @@ def claim_pooled(
 
 def missing_pools(conn: Connection) -> list[str]:
     """Pools that queued tasks name but nobody created (``dagrun pools set``)."""
-    return sql.scalars(conn, dag_reads.MISSING_POOLS)
+    return sql.scalars(conn, dag_reads.Q.MISSING_POOLS)
 
 
 def set_pool(conn: Connection, name: str, slots: int, description: str | None) -> None:
     """Create or resize a pool: at most ``slots`` of its tasks run at once, on all workers."""
-    sql.execute(conn, UPSERT_POOL, {"b_name": name, "b_slots": slots, "b_description": description})
+    sql.execute(
+        conn, Q.UPSERT_POOL, {"b_name": name, "b_slots": slots, "b_description": description}
+    )
 
 
 def delete_pool(conn: Connection, name: str) -> bool:
-    return sql.execute(conn, DELETE_POOL, {"b_name": name}).rowcount > 0
+    return sql.execute(conn, Q.DELETE_POOL, {"b_name": name}).rowcount > 0

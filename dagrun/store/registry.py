@@ -13,68 +13,20 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
-
-from sqlalchemy import Connection, delete, update
+from typing import TYPE_CHECKING
 
 from dagrun.errors import DagNotFound
 from dagrun.parsing.spec import DagSpec, FileWarning, digest_of
 from dagrun.store import asset_triggers, dag_reads, sql
-from dagrun.store.schema import dag, dag_cap, dag_file, meta
-from dagrun.store.sql import Statement, name_all, upsert
-from dagrun.store.sql import bind as _b
-from dagrun.store.sql import bind_list as _many
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/registry.py``).
+Q = sql.Catalogue("dagrun.store.queries.registry", "registry.")
 
 # ---------------------------------------------------------------- statements
-
-UPSERT_DAG_FILES = Statement(
-    "Record parsed files: content hash, DAG ids, import error, helper files, warnings, and "
-    "the source of a parse that succeeded (a failed parse keeps the last good one).",
-    upsert(
-        dag_file,
-        "path",
-        ("content_hash", "parsed_at", "dag_ids", "error", "error_line", "depends_on", "warnings"),
-        kept_if_null=("good_source",),
-    ),
-)
-DELETE_DAG_FILES = Statement(
-    "Forget files removed from the dags folder.",
-    delete(dag_file).where(dag_file.c.path.in_(_many("paths"))),
-)
-UPSERT_DAGS = Statement(
-    "Record DAG specs; a DAG seen before keeps its pause flag and the scheduler's cursor.",
-    upsert(
-        dag,
-        "dag_id",
-        ("fileloc", "schedule", "timezone", "is_active", "spec", "spec_hash", "updated_at"),
-    ),
-)
-DEACTIVATE_DAGS = Statement(
-    "DAGs no file defines any more stop being scheduled; their runs stay in history.",
-    update(dag)
-    .where(dag.c.dag_id.in_(_many("dag_ids")), dag.c.is_active.is_(True))
-    .values(is_active=False),
-)
-SET_PAUSED = Statement(
-    "Pause or unpause an active DAG.",
-    update(dag)
-    .where(dag.c.dag_id == _b("dag_id"), dag.c.is_active.is_(True))
-    .values(is_paused=_b("paused")),
-)
-UPSERT_DAG_CAP = Statement(
-    "Record a DAG's max_active_tasks.",
-    upsert(dag_cap, "dag_id", ("max_active_tasks",)),
-)
-SET_META = Statement(
-    "Record a ``dagrun_meta`` value: the code that parsed the files the registry holds, "
-    "the dags folder the store serves.",
-    upsert(meta, "key", ("value",)),
-)
-DELETE_DAG_CAPS = Statement(
-    "Forget the caps of DAGs that no longer have one.",
-    delete(dag_cap).where(dag_cap.c.dag_id.in_(_many("dag_ids"))),
-)
-
-name_all(globals(), prefix="registry.")
 
 
 @dataclass(frozen=True)
@@ -125,7 +77,7 @@ def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None
         }
         for f in files
     ]
-    sql.execute_many(conn, UPSERT_DAG_FILES, rows)
+    sql.execute_many(conn, Q.UPSERT_DAG_FILES, rows)
     save_dags(conn, [spec for f in files for spec in f.specs], now)
 
 
@@ -155,33 +107,33 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
                 "b_updated_at": now,
             }
         )
-    sql.execute_many(conn, UPSERT_DAGS, rows)
+    sql.execute_many(conn, Q.UPSERT_DAGS, rows)
     asset_triggers.start_cursors(conn, specs)
     capped = [s for s in specs if s.max_active_tasks is not None]
     sql.execute_many(
         conn,
-        UPSERT_DAG_CAP,
+        Q.UPSERT_DAG_CAP,
         [{"b_dag_id": s.dag_id, "b_max_active_tasks": s.max_active_tasks} for s in capped],
     )
     uncapped = [s.dag_id for s in specs if s.max_active_tasks is None]
     if uncapped:
-        sql.execute(conn, DELETE_DAG_CAPS, {"b_dag_ids": uncapped})
+        sql.execute(conn, Q.DELETE_DAG_CAPS, {"b_dag_ids": uncapped})
 
 
 def forget_files(conn: Connection, paths: list[str]) -> None:
     if paths:
-        sql.execute(conn, DELETE_DAG_FILES, {"b_paths": paths})
+        sql.execute(conn, Q.DELETE_DAG_FILES, {"b_paths": paths})
 
 
 def deactivate_missing(conn: Connection, active_ids: set[str]) -> None:
     """DAGs no longer defined by any file stay in history but stop being scheduled."""
     gone = [d for d in dag_reads.active_dag_ids(conn) if d not in active_ids]
     if gone:
-        sql.execute(conn, DEACTIVATE_DAGS, {"b_dag_ids": gone})
+        sql.execute(conn, Q.DEACTIVATE_DAGS, {"b_dag_ids": gone})
 
 
 def set_paused(conn: Connection, dag_id: str, paused: bool) -> None:
-    if not sql.execute(conn, SET_PAUSED, {"b_dag_id": dag_id, "b_paused": paused}).rowcount:
+    if not sql.execute(conn, Q.SET_PAUSED, {"b_dag_id": dag_id, "b_paused": paused}).rowcount:
         raise DagNotFound(dag_id)
 
 
@@ -205,9 +157,9 @@ class SpecCache:
 
 def set_parsed_by(conn: Connection, fingerprint: str) -> None:
     """Say which code parsed the files now recorded (``dag_reads.parsed_by``)."""
-    sql.execute(conn, SET_META, {"b_key": dag_reads.PARSED_BY_KEY, "b_value": fingerprint})
+    sql.execute(conn, Q.SET_META, {"b_key": dag_reads.PARSED_BY_KEY, "b_value": fingerprint})
 
 
 def bind_folder(conn: Connection, folder: str) -> None:
     """Make ``folder`` the dags folder the store serves (``dag_reads.served_folder``)."""
-    sql.execute(conn, SET_META, {"b_key": dag_reads.SERVED_FOLDER_KEY, "b_value": folder})
+    sql.execute(conn, Q.SET_META, {"b_key": dag_reads.SERVED_FOLDER_KEY, "b_value": folder})

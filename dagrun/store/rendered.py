@@ -7,7 +7,9 @@ run`` rendered some forty statements and the forty tables and indexes of a new S
 database, a fifth of what it took after its imports. What is rendered depends only on
 dagrun's source and SQLAlchemy's version, so, like Python's bytecode, it is kept in a file
 beside the code (``__pycache__``) named by a fingerprint of both: every dagrun source file's
-size and modification time, and SQLAlchemy's and Python's versions. A change to either
+size and modification time, SQLAlchemy's installed package (found without importing it:
+a process whose statements were all rendered never imports SQLAlchemy) and Python's
+version. A change to either
 renders afresh under a new name. A file that cannot be read or written is ignored, and
 nothing is written where Python writes no bytecode (``PYTHONDONTWRITEBYTECODE``): rendering
 is then what it was before, never wrong.
@@ -19,6 +21,7 @@ import atexit
 import contextlib
 import functools
 import hashlib
+import importlib.util
 import os
 import pickle
 import sys
@@ -26,8 +29,6 @@ import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
-
-import sqlalchemy
 
 #: Where the files live; tests point it elsewhere.
 DIRECTORY = Path(__file__).parent / "__pycache__"
@@ -40,13 +41,22 @@ _rendered_here: dict[str, dict[str, Any]] = {}
 
 @functools.cache
 def fingerprint() -> str:
-    """What rendered SQL depends on: SQLAlchemy's and Python's versions and every dagrun
-    source file (by size and modification time, as Python checks its bytecode)."""
+    """What rendered SQL depends on: SQLAlchemy's installation, Python's version and every
+    dagrun source file (by size and modification time, as Python checks its bytecode)."""
     return fingerprint_of(_PACKAGE)
 
 
+def _sqlalchemy_installed() -> str:
+    """SQLAlchemy's installed package, as its ``__init__``'s path, size and modification
+    time: an upgrade rewrites it (``__version__`` would import it)."""
+    spec = importlib.util.find_spec("sqlalchemy")
+    origin = spec.origin if spec is not None and spec.origin else ""
+    stat = os.stat(origin) if origin else None
+    return f"{origin} {stat.st_size} {stat.st_mtime_ns}" if stat else "absent"
+
+
 def fingerprint_of(package: str) -> str:
-    digest = hashlib.sha256(f"{sqlalchemy.__version__} {sys.version}".encode())
+    digest = hashlib.sha256(f"{_sqlalchemy_installed()} {sys.version}".encode())
     for folder, subfolders, files in os.walk(package):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
         for name in sorted(f for f in files if f.endswith(".py")):

@@ -39,46 +39,26 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, fields
 from datetime import UTC, datetime
-
-from sqlalchemy import Connection, and_, delete, exists, func, or_, select
+from typing import TYPE_CHECKING
 
 from dagrun.errors import StoreConflict
-from dagrun.states import CallbackState, RunState, TaskState
 from dagrun.store import audit, logfiles, sql
 from dagrun.store.engine import Store
-from dagrun.store.schema import (
-    asset_event,
-    audit_log,
-    callback,
-    dag,
-    dag_run,
-    partition_write,
-    task_attempt,
-    task_instance,
-)
-from dagrun.store.sql import Statement, name_all
-from dagrun.store.sql import bind as _b
-from dagrun.store.sql import bind_list as _many
 from dagrun.timing.instants import get_zone, wall_to_utc
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/retention.py``).
+Q = sql.Catalogue("dagrun.store.queries.retention", "retention.")
 
 #: Runs deleted per transaction: short enough that a scheduler waits milliseconds for it.
 BATCH_RUNS = 1000
 #: A log segment written this recently may still get a recorded range: kept for a later clean.
 QUIET_SECONDS = 15 * 60
-#: A run in one of these states has ended; any other may still change.
-FINISHED_RUNS = (RunState.SUCCESS, RunState.FAILED)
-#: Task instances a worker holds or will claim: their run is not history yet.
-_BUSY_TASKS = (
-    TaskState.QUEUED,
-    TaskState.RUNNING,
-    TaskState.UP_FOR_RETRY,
-    TaskState.UP_FOR_RESCHEDULE,
-)
-_OPEN_CALLBACKS = (CallbackState.PENDING, CallbackState.RUNNING)
 _EARLIEST = datetime(1, 1, 2, tzinfo=UTC)
 _LATEST = datetime.max.replace(tzinfo=UTC)
-
-ti = task_instance
 
 
 @dataclass
@@ -111,161 +91,22 @@ class Tally:
 
 # ---------------------------------------------------------------- statements
 
-_FINISHED = dag_run.c.state.in_([s.value for s in FINISHED_RUNS])
-#: Nothing of the run is held by a worker or waits for one.
-_IDLE = and_(
-    ~exists().where(ti.c.run_pk == dag_run.c.id, ti.c.state.in_([s.value for s in _BUSY_TASKS])),
-    ~exists().where(
-        callback.c.run_pk == dag_run.c.id,
-        callback.c.state.in_([s.value for s in _OPEN_CALLBACKS]),
-    ),
-)
-_DAGS = Statement(
-    "Every DAG id, with its timezone (runs are found per DAG, by its date index).",
-    select(dag.c.dag_id, dag.c.timezone),
-)
-_OLD_RUNS = Statement(
-    "A DAG's finished, idle runs with a logical date before ``b_before``, after the cursor "
-    "(``b_after``, ``b_after_id``), oldest first: a range of the (dag_id, logical_date) index.",
-    select(dag_run.c.id, dag_run.c.logical_date)
-    .where(
-        dag_run.c.dag_id == _b("dag_id"),
-        dag_run.c.logical_date < _b("before"),
-        dag_run.c.logical_date >= _b("after"),
-        or_(dag_run.c.logical_date > _b("after"), dag_run.c.id > _b("after_id")),
-        _FINISHED,
-        _IDLE,
-    )
-    .order_by(dag_run.c.logical_date, dag_run.c.id)
-    .limit(_b("limit")),
-)
-_LOCK_OLD_RUNS = Statement(
-    "Of a batch of runs, lock those still finished and idle (SKIP LOCKED: a run someone holds "
-    "is passed over), in id order.",
-    select(dag_run.c.id)
-    .where(dag_run.c.id.in_(_many("run_pks")), _FINISHED, _IDLE)
-    .order_by(dag_run.c.id)
-    .with_for_update(skip_locked=True),
-)
 
-
-def _logs(table, *where):
-    """The log files ``table``'s rows (those ``where`` picks) point into, with how many rows
-    each."""
-    return (
-        select(table.c.log_path, func.count())
-        .where(*where, table.c.log_path.is_not(None))
-        .group_by(table.c.log_path)
-    )
-
-
-def _count(run_pk):
-    """How many rows the runs ``b_run_pks`` have in the table of ``run_pk`` (their run)."""
-    return select(func.count()).select_from(run_pk.table).where(run_pk.in_(_many("run_pks")))
-
-
-def _delete(run_pk, *guard):
-    """Delete the rows the runs ``b_run_pks`` have in the table of ``run_pk``."""
-    return delete(run_pk.table).where(run_pk.in_(_many("run_pks")), *guard)
-
-
-_ATTEMPT_LOGS = Statement(
-    "The log files the attempts of some runs point into, with how many attempts each.",
-    _logs(task_attempt, task_attempt.c.run_pk.in_(_many("run_pks"))),
-)
-_CALLBACK_LOGS = Statement(
-    "The log files the callbacks of some runs point into, with how many callbacks each.",
-    _logs(callback, callback.c.run_pk.in_(_many("run_pks"))),
-)
-_ATTEMPT_LOG_REFS = Statement(
-    "Every log file attempts point into, with how many attempts each.", _logs(task_attempt)
-)
-_CALLBACK_LOG_REFS = Statement(
-    "Every log file callbacks point into, with how many callbacks each.", _logs(callback)
-)
-_COUNT_CALLBACKS = Statement("How many callbacks some runs have.", _count(callback.c.run_pk))
-_DELETE_CALLBACKS = Statement("Delete the callbacks of some runs.", _delete(callback.c.run_pk))
-_COUNT_WRITES = Statement(
-    "How many partition-write records some runs have.",
-    _count(partition_write.c.run_pk),
-)
-_DELETE_WRITES = Statement(
-    "Delete the partition-write records of some runs.",
-    _delete(partition_write.c.run_pk),
-)
-_COUNT_ATTEMPTS = Statement("How many attempts some runs have.", _count(task_attempt.c.run_pk))
-_DELETE_ATTEMPTS = Statement("Delete the attempts of some runs.", _delete(task_attempt.c.run_pk))
-_COUNT_TASKS = Statement("How many task instances some runs have.", _count(ti.c.run_pk))
-_DELETE_TASKS = Statement("Delete the task instances of some runs.", _delete(ti.c.run_pk))
-_COUNT_RUNS = Statement("How many of some runs there are.", _count(dag_run.c.id))
-_DELETE_RUNS = Statement(
-    "Delete some runs that are still finished.", _delete(dag_run.c.id, _FINISHED)
-)
 #: (tally field, count, delete): children first, so no row is left pointing at a deleted one.
 _RUN_TABLES = [
-    ("callbacks", _COUNT_CALLBACKS, _DELETE_CALLBACKS),
-    ("partition_writes", _COUNT_WRITES, _DELETE_WRITES),
-    ("attempts", _COUNT_ATTEMPTS, _DELETE_ATTEMPTS),
-    ("task_instances", _COUNT_TASKS, _DELETE_TASKS),
-    ("runs", _COUNT_RUNS, _DELETE_RUNS),
+    ("callbacks", Q.COUNT_CALLBACKS, Q.DELETE_CALLBACKS),
+    ("partition_writes", Q.COUNT_WRITES, Q.DELETE_WRITES),
+    ("attempts", Q.COUNT_ATTEMPTS, Q.DELETE_ATTEMPTS),
+    ("task_instances", Q.COUNT_TASKS, Q.DELETE_TASKS),
+    ("runs", Q.COUNT_RUNS, Q.DELETE_RUNS),
 ]
 
-_newer = asset_event.alias("newer")
-_SUPERSEDED = and_(
-    asset_event.c.created_at < _b("before"),
-    exists().where(
-        _newer.c.asset == asset_event.c.asset,
-        _newer.c.partition_key == asset_event.c.partition_key,
-        _newer.c.id > asset_event.c.id,
-    ),
-)
-_OLD_AUDIT = audit_log.c.at < _b("before")
 
-
-def _next_ids(table, old):
-    """The next ``b_limit`` ids of ``table``'s ``old`` rows after ``b_after``, in order."""
-    return (
-        select(table.c.id)
-        .where(table.c.id > _b("after"), old)
-        .order_by(table.c.id)
-        .limit(_b("limit"))
-    )
-
-
-def _delete_ids(table, old):
-    """Delete ``table``'s rows ``b_ids`` that are still ``old``."""
-    return delete(table).where(table.c.id.in_(_many("ids")), old)
-
-
-_NEXT_ASSET_EVENTS = Statement(
-    "The next superseded asset events to delete, by id after ``b_after``.",
-    _next_ids(asset_event, _SUPERSEDED),
-)
-_COUNT_ASSET_EVENTS = Statement(
-    "How many superseded asset events are to go.",
-    select(func.count()).select_from(asset_event).where(_SUPERSEDED),
-)
-_DELETE_ASSET_EVENTS = Statement(
-    "Delete asset events by id (still superseded).", _delete_ids(asset_event, _SUPERSEDED)
-)
-_NEXT_AUDIT_ROWS = Statement(
-    "The next old audit rows to delete, by id after ``b_after``.",
-    _next_ids(audit_log, _OLD_AUDIT),
-)
-_COUNT_AUDIT_ROWS = Statement(
-    "How many old audit rows are to go.",
-    select(func.count()).select_from(audit_log).where(_OLD_AUDIT),
-)
-_DELETE_AUDIT_ROWS = Statement(
-    "Delete audit rows by id (still old).", _delete_ids(audit_log, _OLD_AUDIT)
-)
 #: (tally field, the next ids to delete after ``b_after``, their count, delete by id).
 _WALKS = [
-    ("asset_events", _NEXT_ASSET_EVENTS, _COUNT_ASSET_EVENTS, _DELETE_ASSET_EVENTS),
-    ("audit_rows", _NEXT_AUDIT_ROWS, _COUNT_AUDIT_ROWS, _DELETE_AUDIT_ROWS),
+    ("asset_events", Q.NEXT_ASSET_EVENTS, Q.COUNT_ASSET_EVENTS, Q.DELETE_ASSET_EVENTS),
+    ("audit_rows", Q.NEXT_AUDIT_ROWS, Q.COUNT_AUDIT_ROWS, Q.DELETE_AUDIT_ROWS),
 ]
-
-name_all(globals(), prefix="retention.")
 
 
 # ---------------------------------------------------------------- plan and clean
@@ -330,7 +171,7 @@ def _batches(store: Store, before: datetime, batch: int) -> Iterator[list[int]]:
     """The candidate runs, ``batch`` at a time, DAG after DAG, oldest first in each; each
     read is a short transaction of its own (the next batch is read after the last one went)."""
     with store.read() as conn:
-        dags = sql.tuples(conn, _DAGS)
+        dags = sql.tuples(conn, Q.DAGS)
     pending: list[int] = []
     for dag_id, zone in dags:
         after, after_id = _EARLIEST, 0
@@ -343,7 +184,7 @@ def _batches(store: Store, before: datetime, batch: int) -> Iterator[list[int]]:
                 "b_limit": batch - len(pending),
             }
             with store.read() as conn:
-                found = sql.tuples(conn, _OLD_RUNS, params)
+                found = sql.tuples(conn, Q.OLD_RUNS, params)
             pending.extend(pk for pk, _ in found)
             if len(pending) >= batch:
                 yield pending
@@ -362,7 +203,7 @@ def _delete_runs(store: Store, pks: list[int], tries: int = 3) -> tuple[Tally, s
     for attempt in range(tries):
         try:
             with store.write() as conn:
-                kept = sql.scalars(conn, _LOCK_OLD_RUNS, _pks(pks))
+                kept = sql.scalars(conn, Q.LOCK_OLD_RUNS, _pks(pks))
                 freed = Tally()
                 if not kept:
                     return freed, set()
@@ -376,7 +217,7 @@ def _delete_runs(store: Store, pks: list[int], tries: int = 3) -> tuple[Tally, s
     raise AssertionError("unreachable")
 
 
-def _walk(store: Store, next_ids: Statement, remove: Statement, before: datetime, batch: int):
+def _walk(store: Store, next_ids: sql.Named, remove: sql.Named, before: datetime, batch: int):
     """Delete the old rows of a table ``batch`` at a time in id order; how many went."""
     before = cutoff_in(before, "UTC")
     after, deleted = 0, 0
@@ -410,7 +251,7 @@ def _pks(pks: list[int]) -> dict[str, list[int]]:
 
 def _log_refs(conn: Connection, pks: list[int]) -> Counter[str]:
     refs: Counter[str] = Counter()
-    for statement in (_ATTEMPT_LOGS, _CALLBACK_LOGS):
+    for statement in (Q.ATTEMPT_LOGS, Q.CALLBACK_LOGS):
         refs.update(dict(sql.tuples(conn, statement, _pks(pks))))
     return refs
 
@@ -418,7 +259,7 @@ def _log_refs(conn: Connection, pks: list[int]) -> Counter[str]:
 def _referenced(conn: Connection) -> Counter[str]:
     """How many rows point into each log file (one pass over attempts and callbacks)."""
     refs: Counter[str] = Counter()
-    for statement in (_ATTEMPT_LOG_REFS, _CALLBACK_LOG_REFS):
+    for statement in (Q.ATTEMPT_LOG_REFS, Q.CALLBACK_LOG_REFS):
         refs.update(dict(sql.tuples(conn, statement)))
     return refs
 

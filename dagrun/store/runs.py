@@ -16,18 +16,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Collection, Iterable, Mapping
 from datetime import datetime, timedelta
-from typing import Any
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING, Any
 
 from dagrun.authoring import mapping
 from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.states import RunState, RunType, TaskState, merged
 from dagrun.store import callbacks, run_reads, sql
-from dagrun.store import statements as q
+from dagrun.store.catalogue import TRANSITIONS as q
 from dagrun.store.engine import capabilities
 from dagrun.store.readiness import Decisions, evaluate
 from dagrun.timing.timetable import DataInterval
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 
 SpecLookup = Callable[[str], DagSpec]
 _TASK_STATES = {s.value: s for s in TaskState}
@@ -103,7 +105,9 @@ def create_manual_run(
     """A manual run for ``interval``, not started before ``start_at``; returns (run pk,
     created). Manual runs are unique by run id: an existing key makes nothing and names its
     run (the caller holds the DAG lock, so two triggers of one key make one run)."""
-    existing = sql.scalar(conn, run_reads.RUN_BY_KEY, {"b_dag_id": spec.dag_id, "b_run_id": run_id})
+    existing = sql.scalar(
+        conn, run_reads.Q.RUN_BY_KEY, {"b_dag_id": spec.dag_id, "b_run_id": run_id}
+    )
     if existing is not None:
         return existing, False
     row = _run_row(spec, interval, run_id, RunType.MANUAL, now, conf=conf)
@@ -122,7 +126,7 @@ def run_facts(
         known.clear()
     missing = sorted(set(run_pks) - known.keys())
     if missing:
-        found = sql.rows(conn, run_reads.CLAIMED_RUNS, {"b_run_pks": missing})
+        found = sql.rows(conn, run_reads.Q.CLAIMED_RUNS, {"b_run_pks": missing})
         known.update((r.id, r) for r in found)
     return known
 
@@ -133,12 +137,12 @@ def set_cursor(conn: Connection, dag_id: str, next_logical_date: datetime | None
 
 
 def count_active_runs(conn: Connection, dag_id: str) -> int:
-    return sql.scalar(conn, run_reads.COUNT_ACTIVE_RUNS, {"b_dag_id": dag_id})
+    return sql.scalar(conn, run_reads.Q.COUNT_ACTIVE_RUNS, {"b_dag_id": dag_id})
 
 
 def count_waiting_runs(conn: Connection, dag_id: str, now: datetime) -> int:
     """The DAG's runs waiting for a slot now (not those delayed to later)."""
-    return len(sql.tuples(conn, run_reads.WAITING_RUNS, {"b_dag_id": dag_id, "b_now": now}))
+    return len(sql.tuples(conn, run_reads.Q.WAITING_RUNS, {"b_dag_id": dag_id, "b_now": now}))
 
 
 def admit_runs(
@@ -177,7 +181,7 @@ def _lock_in_order(conn: Connection, spec: DagSpec, admitted: list[int], now: da
     """Lock the runs about to be admitted with the ones about to start, in id order, before
     changing any: admitting (newer runs) and then starting (older ones) would otherwise lock
     rows out of order, and deadlock with a commit locking the same runs in order."""
-    due = sql.scalars(conn, run_reads.DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})
+    due = sql.scalars(conn, run_reads.Q.DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})
     sql.tuples(conn, q.LOCK_RUNS, {"b_run_pks": sorted({*admitted, *due})})
 
 
@@ -211,7 +215,7 @@ def _next_waiting(
     """The first ``free`` waiting runs in admission order (among ``wanted`` if given: a set,
     as a backfill's thousands of runs are tested one by one), read only as far as needed: a
     backfill admits a few runs at a time out of thousands, at every commit."""
-    statement = run_reads.WAITING_RUNS_NEWEST if newest_first else run_reads.WAITING_RUNS
+    statement = run_reads.Q.WAITING_RUNS_NEWEST if newest_first else run_reads.Q.WAITING_RUNS
     cursor = sql.execute(conn, statement, {"b_dag_id": dag_id, "b_now": now})
     found: list[int] = []
     try:
@@ -250,7 +254,7 @@ def _task_row(spec: DagSpec, task: TaskSpec, run_pk: int, map_index: int = -1) -
 
 def start_runs(conn: Connection, spec: DagSpec, now: datetime) -> list[int]:
     """Queued runs whose start time (``spread``) has come become running; roots get queued."""
-    due = sql.scalars(conn, run_reads.DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})
+    due = sql.scalars(conn, run_reads.Q.DUE_RUNS, {"b_dag_id": spec.dag_id, "b_now": now})
     if due:
         sql.execute_many(conn, q.START_RUN, [{"b_run_pk": pk, "b_now": now} for pk in due])
         advance_runs(conn, dict.fromkeys(due, spec), now)
@@ -346,7 +350,7 @@ def _decide_after(
     }
     decided = {pk: d for pk, d in decided.items() if not (d.upstream_failed or d.skip)}
     idle = [pk for pk, d in decided.items() if not d.queue]
-    left = sql.scalars(conn, run_reads.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle}) if idle else []
+    left = sql.scalars(conn, run_reads.Q.RUNS_WITH_WORK_LEFT, {"b_run_pks": idle}) if idle else []
     busy = set(left)
     return {pk: d for pk, d in decided.items() if d.queue or pk in busy}
 
@@ -382,10 +386,10 @@ def _task_states(
     if not run_pks or task_ids == []:
         return states
     if task_ids is None:
-        rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": run_pks})
+        rows = sql.tuples(conn, run_reads.Q.RUN_TASK_STATES, {"b_run_pks": run_pks})
     else:
         params = {"b_run_pks": run_pks, "b_task_ids": task_ids}
-        rows = sql.tuples(conn, run_reads.SOME_TASK_STATES, params)
+        rows = sql.tuples(conn, run_reads.Q.SOME_TASK_STATES, params)
     for run_pk, task_id, state in rows:
         found = states[run_pk]
         known = found.get(task_id)
@@ -403,7 +407,7 @@ def values_of(conn: Connection, run_pk: int, task_ids: Iterable[str]) -> dict[st
         return {}
     found: dict[str, Any] = {}
     params = {"b_run_pk": run_pk, "b_task_ids": task_ids}
-    for task_id, map_index, value in sql.tuples(conn, run_reads.UPSTREAM_VALUES, params):
+    for task_id, map_index, value in sql.tuples(conn, run_reads.Q.UPSTREAM_VALUES, params):
         decoded = json.loads(value) if value else None
         if map_index < 0:
             found[task_id] = decoded
@@ -432,7 +436,7 @@ def _choices(
 def next_run(conn: Connection, dag_id: str, run_pk: int) -> int | None:
     """The DAG's run after this one by logical date: its ``depends_on_past`` tasks may be
     ready once this run's instances of them end."""
-    return sql.scalar(conn, run_reads.NEXT_RUN, {"b_dag_id": dag_id, "b_run_pk": run_pk})
+    return sql.scalar(conn, run_reads.Q.NEXT_RUN, {"b_dag_id": dag_id, "b_run_pk": run_pk})
 
 
 def announce_work(conn: Connection) -> None:
@@ -552,18 +556,18 @@ def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:
 def _past_done(conn: Connection, dag_id: str, run_pk: int, task_ids: list[str]) -> bool:
     """Whether the run before ``run_pk`` has its instances of ``task_ids`` succeeded or
     skipped (a run with no past, or a past without them, passes)."""
-    previous = sql.scalar(conn, run_reads.PREVIOUS_RUN, {"b_dag_id": dag_id, "b_run_pk": run_pk})
+    previous = sql.scalar(conn, run_reads.Q.PREVIOUS_RUN, {"b_dag_id": dag_id, "b_run_pk": run_pk})
     if previous is None:
         return True
-    rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": [previous]})
+    rows = sql.tuples(conn, run_reads.Q.RUN_TASK_STATES, {"b_run_pks": [previous]})
     return all(state in _PAST_OK for _, task_id, state in rows if task_id in task_ids)
 
 
 def _past_ok(conn: Connection, spec: DagSpec, run_pk: int) -> dict[str, bool]:
     """For depends_on_past: did the previous run's instance of each task succeed or skip?"""
     key = {"b_dag_id": spec.dag_id, "b_run_pk": run_pk}
-    previous = sql.scalar(conn, run_reads.PREVIOUS_RUN, key)
+    previous = sql.scalar(conn, run_reads.Q.PREVIOUS_RUN, key)
     if previous is None:
         return {}
-    rows = sql.tuples(conn, run_reads.RUN_TASK_STATES, {"b_run_pks": [previous]})
+    rows = sql.tuples(conn, run_reads.Q.RUN_TASK_STATES, {"b_run_pks": [previous]})
     return {task_id: state in _PAST_OK for _, task_id, state in rows}

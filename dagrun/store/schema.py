@@ -36,9 +36,7 @@ from sqlalchemy.sql.elements import ColumnElement
 from sqlalchemy.types import TypeDecorator
 
 from dagrun.states import TaskState
-
-#: Bump when the schema changes, and add the step to ``migrations.MIGRATIONS``.
-SCHEMA_VERSION = 11
+from dagrun.store.protocol import SCHEMA_VERSION as SCHEMA_VERSION
 
 #: Partial indexes on task_instance, name -> DDL (the same text on SQLite and PostgreSQL).
 #: Each holds only the rows in the state its scans look for, so a state change touches one

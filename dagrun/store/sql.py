@@ -22,20 +22,23 @@ in ``pyproject.toml`` is pinned to the minor version this was checked against, a
 from __future__ import annotations
 
 import functools
+import importlib
 import re
+import sys
 import time
 from collections import namedtuple
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Any, NamedTuple
-
-import sqlalchemy
-from sqlalchemy import Connection
-from sqlalchemy.exc import DBAPIError
-from sqlalchemy.sql import ClauseElement
+from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from dagrun.errors import StoreError
-from dagrun.store import rendered
+from dagrun.store import conversions, rendered
+from dagrun.store.direct import DirectConnection
+
+if TYPE_CHECKING:
+    import sqlalchemy
+    from sqlalchemy import Connection
+    from sqlalchemy.sql import ClauseElement
 
 Params = Mapping[str, Any]
 _POSTCOMPILE = re.compile(r"__\[POSTCOMPILE_(\w+)\]")
@@ -70,12 +73,16 @@ def chunks(items: Sequence[Any]) -> Iterator[Sequence[Any]]:
 
 def bind(name: str, **kwargs) -> sqlalchemy.BindParameter:
     """A bind parameter ``b_<name>``: every statement names its parameters so."""
-    return sqlalchemy.bindparam(f"b_{name}", **kwargs)
+    from sqlalchemy import bindparam
+
+    return bindparam(f"b_{name}", **kwargs)
 
 
 def bind_list(name: str) -> sqlalchemy.BindParameter:
     """An ``IN`` list bound at execution (``b_<name>``, a list)."""
-    return sqlalchemy.bindparam(f"b_{name}", expanding=True)
+    from sqlalchemy import bindparam
+
+    return bindparam(f"b_{name}", expanding=True)
 
 
 def binds(columns: str) -> dict:
@@ -106,11 +113,11 @@ def upsert(
     keys = [key] if isinstance(key, str) else list(key)
 
     def build(dialect: str):
+        from sqlalchemy import func
+
         stmt = dialect_insert(dialect, table).values({c.name: bind(c.name) for c in table.columns})
         updates = {c: stmt.excluded[c] for c in changed}
-        updates.update(
-            {c: sqlalchemy.func.coalesce(stmt.excluded[c], table.c[c]) for c in kept_if_null}
-        )
+        updates.update({c: func.coalesce(stmt.excluded[c], table.c[c]) for c in kept_if_null})
         return stmt.on_conflict_do_update(index_elements=keys, set_=updates)
 
     return build
@@ -140,18 +147,18 @@ class Statement:
     def expression(self, dialect_name: str) -> ClauseElement:
         return self._sql(dialect_name) if callable(self._sql) else self._sql
 
-    def prepared(self, dialect) -> Prepared:
-        found = self._prepared.get(dialect.name)
+    def prepared(self, dialect: str) -> Prepared:
+        found = self._prepared.get(dialect)
         if found is None:
-            found = self._prepared[dialect.name] = self._render(dialect)
+            found = self._prepared[dialect] = self._render(dialect)
         return found
 
-    def _render(self, dialect) -> Prepared:
+    def _render(self, dialect: str) -> Prepared:
         """As an earlier process rendered it (``rendered``), else compiled now and kept."""
         if not self.name:
-            return Prepared.compile(self.expression(dialect.name), dialect)
+            return Prepared(Layout.of(self.expression(dialect), dialect), dialect)
         layout = rendered.kept(
-            dialect.name, self.name, lambda: Layout.of(self.expression(dialect.name), dialect)
+            dialect, self.name, lambda: Layout.of(self.expression(dialect), dialect)
         )
         return Prepared(layout, dialect)
 
@@ -170,70 +177,194 @@ def name_all(namespace: dict[str, Any], prefix: str = "") -> dict[str, Statement
     return found
 
 
+def render_all(dialect: str, statements: Callable[[], dict[str, tuple[str, Statement]]]) -> None:
+    """Render every statement for ``dialect`` once per installation, as ``compileall`` does
+    bytecode: when a process makes or migrates a schema (it has loaded SQLAlchemy for that)
+    and can keep the file, so that no later command renders, nor imports SQLAlchemy."""
+    if sys.dont_write_bytecode or rendered.get(dialect, _EVERYTHING):
+        return
+    for name, (_, statement) in statements().items():
+        if rendered.get(dialect, name) is None:
+            rendered.put(dialect, name, Layout.of(statement.expression(dialect), dialect))
+    rendered.put(dialect, _EVERYTHING, True)
+    rendered.save()
+
+
+#: Kept once every statement was rendered.
+_EVERYTHING = "every statement"
+
+
+class Catalogue:
+    """The statements a module declares, by constant, without importing the module: the
+    store's functions run ``Q.LOCK_DAG`` where ``Q = Catalogue("dagrun.store.statements")``.
+    The declarations are SQLAlchemy Core; a process imports them (and SQLAlchemy) only to
+    render a statement no earlier process rendered (``rendered``)."""
+
+    def __init__(self, module: str, prefix: str = "") -> None:
+        self.module = module
+        self.prefix = prefix
+
+    def __getattr__(self, constant: str) -> Named:
+        if not constant.isupper():
+            raise AttributeError(constant)
+        named = Named(self, constant)
+        setattr(self, constant, named)  # found as an attribute from now on
+        return named
+
+    def variant(self, builder: str, *args: str | int) -> Named:
+        """One of a family of statements the module builds per arguments (a filter's
+        conditions, a number of parts): ``builder(*args)`` of the module, a ``Statement``
+        named for them."""
+        key = (builder, *args)
+        found = self._variants.get(key)
+        if found is None:
+            found = self._variants[key] = Named(self, builder, args)
+        return found
+
+    @functools.cached_property
+    def _variants(self) -> dict[tuple, Named]:
+        return {}
+
+    def declared(self, constant: str, args: tuple[str | int, ...] = ()) -> Statement:
+        """The declaration itself (importing its module)."""
+        found = getattr(importlib.import_module(self.module), constant)
+        if args:
+            found = found(*args)
+        if not isinstance(found, Statement):
+            raise AttributeError(f"{self.module}.{constant} is not a statement")
+        return found
+
+
+class Named:
+    """One statement of a ``Catalogue``: its rendering when an earlier process kept it,
+    else its declaration's."""
+
+    def __init__(
+        self, catalogue: Catalogue, constant: str, args: tuple[str | int, ...] = ()
+    ) -> None:
+        self.catalogue = catalogue
+        self.constant = constant
+        self.args = args
+        self.name = catalogue.prefix + ".".join([constant.lower(), *map(str, args)])
+        self._prepared: dict[str, Prepared] = {}
+
+    def prepared(self, dialect: str) -> Prepared:
+        found = self._prepared.get(dialect)
+        if found is None:
+            layout = rendered.get(dialect, self.name)
+            if layout is None:
+                found = self.declared().prepared(dialect)
+            else:
+                found = Prepared(layout, dialect)
+            self._prepared[dialect] = found
+        return found
+
+    def declared(self) -> Statement:
+        """Its declaration, named as its rendering is kept (importing its module)."""
+        statement = self.catalogue.declared(self.constant, self.args)
+        statement.name = self.name
+        return statement
+
+    def __repr__(self) -> str:
+        return f"<Named {self.name}>"
+
+
 class Layout(NamedTuple):
-    """What running a statement needs of its compiled form, in values that pickle: its SQL,
-    parameter order, defaults and ``IN`` lists, the type of each bind that has a processor,
-    and its result columns' names and types."""
+    """What running a statement needs of its compiled form, in values that pickle and need
+    no SQLAlchemy: its SQL, parameter order, defaults and ``IN`` lists, the conversion of
+    each bind that has one, and its result columns' names and conversions
+    (``conversions``)."""
 
     sql: str
     positional: bool
     order: tuple[str, ...]
     defaults: dict[str, Any]
     expanding: tuple[str, ...]
-    bind_types: tuple[tuple[str, Any], ...]
+    bind_kinds: tuple[tuple[str, str], ...]
     columns: tuple[str, ...]
-    column_types: tuple[Any, ...]
+    column_kinds: tuple[str | None, ...]
 
     @classmethod
-    def of(cls, statement: ClauseElement, dialect) -> Layout:
+    def of(cls, statement: ClauseElement, dialect: str) -> Layout:
         # Any: bind_names, positional and positiontup are the compiler's private details
         # (``check_internals``), which its type does not declare.
-        compiled: Any = statement.compile(dialect=dialect)
+        compiled: Any = statement.compile(dialect=sqlalchemy_dialect(dialect))
         binds = {name: bind for bind, name in compiled.bind_names.items()}
         columns = list(getattr(statement, "exported_columns", ()) or ())
+        # str(): SQLAlchemy names things with a subclass of str (``quoted_name``), which
+        # would import SQLAlchemy to unpickle.
         return cls(
-            sql=compiled.string,
+            sql=str(compiled.string),
             positional=bool(compiled.positional),
-            order=tuple(compiled.positiontup or ()),
-            defaults={name: bind.effective_value for name, bind in binds.items()},
-            expanding=tuple(name for name, bind in binds.items() if bind.expanding),
-            bind_types=tuple(
-                (name, _shared(bind.type)) for name, bind in binds.items() if not bind.expanding
+            order=tuple(map(str, compiled.positiontup or ())),
+            defaults={str(name): bind.effective_value for name, bind in binds.items()},
+            expanding=tuple(str(name) for name, bind in binds.items() if bind.expanding),
+            bind_kinds=tuple(
+                (str(name), kind)
+                for name, bind in binds.items()
+                if not bind.expanding and (kind := conversion_of(bind.type))
             ),
             columns=tuple(
-                getattr(c, "key", None) or getattr(c, "name", None) or "_" for c in columns
+                str(getattr(c, "key", None) or getattr(c, "name", None) or "_") for c in columns
             ),
-            column_types=tuple(_shared(c.type) for c in columns),
+            column_kinds=tuple(conversion_of(c.type) for c in columns),
         )
 
 
-_SHARED_TYPES: dict[tuple[type, str], Any] = {}
+@functools.cache
+def sqlalchemy_dialect(name: str) -> Any:
+    """The SQLAlchemy dialect that renders for ``name`` (PostgreSQL through psycopg 3)."""
+    from sqlalchemy.dialects import postgresql, sqlite
+
+    if name not in ("postgresql", "sqlite"):
+        raise StoreError(f"dagrun renders statements for SQLite and PostgreSQL, not {name}")
+    dialect = postgresql.psycopg.dialect() if name == "postgresql" else sqlite.pysqlite.dialect()
+    check_internals(dialect)
+    return dialect
 
 
-def _shared(kind: Any) -> Any:
-    """One instance per distinct type: its dialect implementation is worked out once, and
-    a file of rendered statements holds each type once."""
-    return _SHARED_TYPES.setdefault((type(kind), repr(kind)), kind)
+def conversion_of(kind: Any) -> str | None:
+    """The conversion (``conversions``) of a value of SQLAlchemy type ``kind``; None for the
+    types whose values go to and come from the driver as they are. A type with conversions
+    of its own that dagrun does not know stops the rendering, never converts wrongly."""
+    from sqlalchemy import Boolean, DateTime, Float, Integer, String
+    from sqlalchemy.types import NullType
+
+    from dagrun.store.schema import UtcDateTime
+
+    if isinstance(kind, UtcDateTime):
+        return conversions.INSTANT
+    if isinstance(kind, DateTime):
+        return conversions.DATETIME
+    if isinstance(kind, Boolean):
+        return conversions.BOOLEAN
+    if isinstance(kind, Float):
+        return conversions.FLOAT
+    if isinstance(kind, Integer | String | NullType):
+        return None
+    raise StoreError(f"no conversion of {kind!r} values is known to dagrun.store.conversions")
 
 
 class Prepared:
-    """One statement rendered for one dialect: its SQL, parameter order and processors."""
+    """One statement rendered for one dialect: its SQL, parameter order and conversions."""
 
-    def __init__(self, layout: Layout, dialect) -> None:
+    def __init__(self, layout: Layout, dialect: str) -> None:
         self.sql = layout.sql
         self.positional = layout.positional
         self.order = list(layout.order)
         self.defaults = layout.defaults
         self.expanding = list(layout.expanding)
         self.processors = [
-            (name, _last_value_memo(processor))
-            for name, kind in layout.bind_types
-            if (processor := kind.dialect_impl(dialect).bind_processor(dialect))
+            (name, _last_value_memo(convert))
+            for name, kind in layout.bind_kinds
+            if (convert := conversions.bind(dialect, kind))
         ]
-        self.dialect = dialect
         self.columns = layout.columns
-        self.types = [kind.dialect_impl(dialect) for kind in layout.column_types]
-        self._readers: dict[tuple, list] = {}
+        self.readers = [
+            (i, convert)
+            for i, kind in enumerate(layout.column_kinds)
+            if (convert := conversions.result(dialect, kind))
+        ]
 
     @functools.cached_property
     def row(self) -> Any:
@@ -242,21 +373,8 @@ class Prepared:
         return _row_type(self.columns)
 
     @classmethod
-    def compile(cls, statement: ClauseElement, dialect) -> Prepared:
+    def compile(cls, statement: ClauseElement, dialect: str) -> Prepared:
         return cls(Layout.of(statement, dialect), dialect)
-
-    def readers(self, description) -> list[tuple[int, Callable[[Any], Any]]]:
-        """(column, result processor) for the columns whose driver value needs one, given
-        the cursor's description (PostgreSQL's numbers depend on the type the server sent)."""
-        codes = tuple(d[1] for d in description or ())
-        found = self._readers.get(codes)
-        if found is None:
-            found = self._readers[codes] = [
-                (i, f)
-                for i, (kind, code) in enumerate(zip(self.types, codes, strict=False))
-                if (f := kind.result_processor(self.dialect, code)) is not None
-            ]
-        return found
 
     def one(self, params: Params) -> tuple[str, Sequence[Any] | dict[str, Any]]:
         """SQL text and driver parameters for one execution. An ``IN`` list gets one
@@ -323,13 +441,13 @@ def _row_type(names: tuple[str, ...]) -> type:
     return namedtuple("Row", names, rename=True)
 
 
-Runnable = Statement | ClauseElement
+Runnable: TypeAlias = "Statement | Named | ClauseElement"
 
 
 def _prepared(conn: Connection, statement: Runnable) -> Prepared:
-    if isinstance(statement, Statement):
-        return statement.prepared(conn.dialect)
-    return Prepared.compile(statement, conn.dialect)
+    if isinstance(statement, Statement | Named):
+        return statement.prepared(conn.dialect.name)
+    return Prepared.compile(statement, conn.dialect.name)
 
 
 def execute(conn: Connection, statement: Runnable, params: Params | None = None):
@@ -381,7 +499,7 @@ def _fetch(conn: Connection, p: Prepared, params: Params | None) -> list:
     sql, args = p.one(params or {})
     cursor = _run(conn, p, sql, args, many=False)
     fetched = cursor.fetchall()
-    readers = p.readers(cursor.description)
+    readers = p.readers
     if not readers:
         return fetched
     processed = []
@@ -394,14 +512,24 @@ def _fetch(conn: Connection, p: Prepared, params: Params | None) -> list:
 
 
 def _run(conn: Connection, p: Prepared, sql: str, args, *, many: bool):
-    cursor = conn.connection.dbapi_connection.cursor()  # type: ignore[union-attr]  # open: in use
+    """On a ``DirectConnection`` a driver error leaves as the driver raised it; through
+    SQLAlchemy, as SQLAlchemy's (``Store`` turns either into a ``StoreError``)."""
+    direct = isinstance(conn, DirectConnection)
+    raw: Any = (
+        conn.driver if isinstance(conn, DirectConnection) else conn.connection.dbapi_connection
+    )
+    cursor = raw.cursor()
     started = time.perf_counter() if _observers else 0.0
     try:
         if many:
             cursor.executemany(sql, args)
         else:
             cursor.execute(sql, args)
-    except conn.dialect.loaded_dbapi.Error as exc:
+    except Exception as exc:
+        if direct or not isinstance(exc, conn.dialect.loaded_dbapi.Error):
+            raise
+        from sqlalchemy.exc import DBAPIError
+
         raise DBAPIError.instance(
             sql, args, exc, conn.dialect.loaded_dbapi.Error, dialect=conn.dialect
         ) from exc
@@ -433,6 +561,8 @@ def check_internals(dialect) -> None:
 
 
 def _internals_changed(detail: str) -> str:
+    import sqlalchemy
+
     return (
         f"SQLAlchemy {sqlalchemy.__version__} renders statements differently from what dagrun "
         f"reads ({detail}); install the SQLAlchemy version pyproject.toml names"

@@ -45,7 +45,7 @@ from __future__ import annotations
 from sqlalchemy import Integer, and_, bindparam, func, insert, literal, select, text, update
 
 from dagrun.states import CallbackState, RunState, TaskState
-from dagrun.store.engine import WORK_CHANNEL
+from dagrun.store.protocol import WORK_CHANNEL
 from dagrun.store.schema import (
     callback,
     dag,

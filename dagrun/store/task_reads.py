@@ -9,25 +9,22 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from functools import reduce
-
-from sqlalchemy import Connection, func, select
+from typing import TYPE_CHECKING
 
 from dagrun.errors import DagrunError, TaskNotFound, UsageError
-from dagrun.states import AttemptOutcome, CallbackState, TaskState, merged
+from dagrun.states import TaskState, merged
 from dagrun.store import sql
 from dagrun.store.run_reads import RunRow, run_page
-from dagrun.store.schema import callback, dag_run, in_state, task_attempt
-from dagrun.store.schema import task_instance as ti
-from dagrun.store.sql import Statement, name_all
-from dagrun.store.sql import bind as _b
-from dagrun.store.sql import bind_list as _many
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 
-def _columns(table, row_type) -> list:
-    return [table.c[f.name] for f in fields(row_type)]
+#: The statements of this module (``queries/task_reads.py``).
+Q = sql.Catalogue("dagrun.store.queries.task_reads", "task_reads.")
 
 
 # ---------------------------------------------------------------- task instances
@@ -65,14 +62,6 @@ class TaskRow:
         )
 
 
-_TASKS = select(*_columns(ti, TaskRow))
-
-_TASKS_OF_RUNS = Statement(
-    "The task instances of these runs, by run and in the order they were made.",
-    _TASKS.where(ti.c.run_pk.in_(_many("run_pks"))).order_by(ti.c.run_pk, ti.c.id),
-)
-
-
 def task_instances(
     conn: Connection, run_pks: list[int], order: Sequence[str] = ()
 ) -> list[TaskRow]:
@@ -81,7 +70,7 @@ def task_instances(
     indexes together and in order."""
     if not run_pks:
         return []
-    rows = [TaskRow(*r) for r in sql.tuples(conn, _TASKS_OF_RUNS, {"b_run_pks": run_pks})]
+    rows = [TaskRow(*r) for r in sql.tuples(conn, Q.TASKS_OF_RUNS, {"b_run_pks": run_pks})]
     position = {task_id: i for i, task_id in enumerate(order)}
     first: dict[tuple[int, str], int] = {}
     for r in rows:
@@ -108,21 +97,13 @@ class MappedTaskError(UsageError):
         self.task_id = task_id
 
 
-_TASK_OF_RUN = Statement(
-    "A task's instances in one run, by map index.",
-    _TASKS.where(ti.c.run_pk == _b("run_pk"), ti.c.task_id == _b("task_id")).order_by(
-        ti.c.map_index
-    ),
-)
-
-
 def task_instance(
     conn: Connection, run: RunRow, task_id: str, map_index: int | None = None
 ) -> TaskRow:
     """The task's instance in the run; a mapped task's index ``map_index`` (which may be
     left out only when the task has a single instance)."""
     params = {"b_run_pk": run.id, "b_task_id": task_id}
-    rows = [TaskRow(*r) for r in sql.tuples(conn, _TASK_OF_RUN, params)]
+    rows = [TaskRow(*r) for r in sql.tuples(conn, Q.TASK_OF_RUN, params)]
     if map_index is not None:
         rows = [r for r in rows if r.map_index == map_index]
         if not rows:
@@ -239,32 +220,17 @@ def _newer_page(
         return False, None
     after = page[-1].logical_date if page else before - timedelta(microseconds=1)
     params = {"b_dag_id": dag_id, "b_after": after, "b_limit": limit + 1}
-    newer = sql.scalars(conn, _NEWER_DATES, params)
+    newer = sql.scalars(conn, Q.NEWER_DATES, params)
     if not newer:
         return False, None
     return True, newer[limit] if len(newer) > limit else None
-
-
-_NEWER_DATES = Statement(
-    "A DAG's next ``b_limit`` logical dates after ``b_after``, oldest first.",
-    select(dag_run.c.logical_date)
-    .where(dag_run.c.dag_id == _b("dag_id"), dag_run.c.logical_date > _b("after"))
-    .order_by(dag_run.c.logical_date)
-    .limit(_b("limit")),
-)
 
 
 def grid_cells(conn: Connection, run_pks: list[int]) -> list[Cell]:
     """The cells of many runs in one query, through the (run_pk, task_id) key."""
     if not run_pks:
         return []
-    return [Cell(*r) for r in sql.tuples(conn, _CELLS, {"b_run_pks": run_pks})]
-
-
-_CELLS = Statement(
-    "The grid cells of some runs.",
-    select(*_columns(ti, Cell)).where(ti.c.run_pk.in_(_many("run_pks"))),
-)
+    return [Cell(*r) for r in sql.tuples(conn, Q.CELLS, {"b_run_pks": run_pks})]
 
 
 # ---------------------------------------------------------------- attempts and dead letters
@@ -289,28 +255,6 @@ class AttemptRow:
     ti_id: int = 0
 
 
-_ATTEMPTS = select(*_columns(task_attempt, AttemptRow))
-_TASK_ATTEMPTS = Statement(
-    "The attempts of one task instance, in the order they started.",
-    _ATTEMPTS.where(task_attempt.c.ti_id == _b("ti_id")).order_by(task_attempt.c.id),
-)
-_RUN_ATTEMPTS = Statement(
-    "The attempts of one run, in the order they started.",
-    _ATTEMPTS.where(task_attempt.c.run_pk == _b("run_pk")).order_by(task_attempt.c.id),
-)
-_ATTEMPT = Statement(
-    "A task instance's latest attempt of one try number.",
-    _ATTEMPTS.where(
-        task_attempt.c.run_pk == _b("run_pk"),
-        task_attempt.c.task_id == _b("task_id"),
-        task_attempt.c.ti_id == _b("ti_id"),
-        task_attempt.c.try_number == _b("try_number"),
-    )
-    .order_by(task_attempt.c.id.desc())
-    .limit(1),
-)
-
-
 class AttemptNotFound(DagrunError, LookupError):
     """No attempt with this try number exists for the task instance."""
 
@@ -322,13 +266,13 @@ class AttemptNotFound(DagrunError, LookupError):
 
 
 def attempts(conn: Connection, ti_id: int) -> list[AttemptRow]:
-    return [AttemptRow(*r) for r in sql.tuples(conn, _TASK_ATTEMPTS, {"b_ti_id": ti_id})]
+    return [AttemptRow(*r) for r in sql.tuples(conn, Q.TASK_ATTEMPTS, {"b_ti_id": ti_id})]
 
 
 def run_attempts(conn: Connection, run_pk: int) -> dict[int, list[AttemptRow]]:
     """Every attempt of one run, by task instance, in the order they started."""
     found: dict[int, list[AttemptRow]] = {}
-    for row in sql.tuples(conn, _RUN_ATTEMPTS, {"b_run_pk": run_pk}):
+    for row in sql.tuples(conn, Q.RUN_ATTEMPTS, {"b_run_pk": run_pk}):
         attempt = AttemptRow(*row)
         found.setdefault(attempt.ti_id, []).append(attempt)
     return found
@@ -340,7 +284,7 @@ def attempt(
     """One attempt of the task instance ``ti_id``, named by its try number (the latest
     record if a try was released)."""
     params = {"b_run_pk": run_pk, "b_task_id": task_id, "b_ti_id": ti_id}
-    found = sql.tuples(conn, _ATTEMPT, {**params, "b_try_number": try_number})
+    found = sql.tuples(conn, Q.ATTEMPT, {**params, "b_try_number": try_number})
     if not found:
         raise AttemptNotFound(dag_id, task_id, try_number)
     return AttemptRow(*found[0])
@@ -360,74 +304,8 @@ class DeadLetter:
 def dead_letters(conn: Connection, dag_id: str | None = None) -> list[DeadLetter]:
     """Task instances that failed for good, with their last error (newest date last)."""
     if dag_id:
-        return [DeadLetter(*r) for r in sql.tuples(conn, _DAG_DEAD_LETTERS, {"b_dag_id": dag_id})]
-    return [DeadLetter(*r) for r in sql.tuples(conn, _DEAD_LETTERS)]
-
-
-_DEAD = (
-    select(ti.c.dag_id, ti.c.task_id, *dag_run.c["run_id", "logical_date"])
-    .add_columns(ti.c.try_number, ti.c.last_error, ti.c.map_index)
-    .join(dag_run, dag_run.c.id == ti.c.run_pk)
-    .where(in_state(TaskState.FAILED))
-    .order_by(ti.c.dag_id, dag_run.c.logical_date, ti.c.task_id, ti.c.map_index)
-)
-_DEAD_LETTERS = Statement("Every task instance that failed for good.", _DEAD)
-_DAG_DEAD_LETTERS = Statement(
-    "A DAG's task instances that failed for good.", _DEAD.where(ti.c.dag_id == _b("dag_id"))
-)
+        return [DeadLetter(*r) for r in sql.tuples(conn, Q.DAG_DEAD_LETTERS, {"b_dag_id": dag_id})]
+    return [DeadLetter(*r) for r in sql.tuples(conn, Q.DEAD_LETTERS)]
 
 
 # ---------------------------------------------------------------- what the workers decide from
-
-_OPEN_CALLBACKS = [CallbackState.PENDING.value, CallbackState.RUNNING.value]
-
-STOPPED_ATTEMPTS = Statement(
-    "Which of a worker's attempts were ended by hand (cancel, mark): ended with an outcome "
-    "other than an expired lease; their worker stops them.",
-    select(task_attempt.c.ti_id, task_attempt.c.fence_token).where(
-        task_attempt.c.ti_id.in_(_many("ti_ids")),
-        task_attempt.c.outcome.is_not(None),
-        task_attempt.c.outcome != AttemptOutcome.LEASE_EXPIRED.value,
-    ),
-)
-HOLDERS = Statement(
-    "Fence and state of some task instances (which completions of a batch were stale).",
-    select(ti.c.id, ti.c.fence_token, ti.c.state).where(ti.c.id.in_(_many("ti_ids"))),
-)
-RUN_OF_TASK = Statement(
-    "The run a task instance belongs to.",
-    select(ti.c.run_pk).where(ti.c.id == _b("ti_id")),
-)
-MAP_INDEXES = Statement(
-    "The map index of some task instances (a mapped task's events name their index).",
-    select(ti.c.id, ti.c.map_index).where(ti.c.id.in_(_many("ti_ids"))),
-)
-RUN_CALLBACKS = Statement(
-    "The callbacks of one run, oldest first, with the map index of a task event's instance.",
-    select(
-        *callback.c["id", "event", "state", "task_id", "try_number", "error", "outcome_error"],
-        *callback.c["created_at", "ended_at", "log_path", "log_offset", "log_length"],
-        func.coalesce(ti.c.map_index, -1).label("map_index"),
-    )
-    .select_from(callback.outerjoin(ti, ti.c.id == callback.c.ti_id))
-    .where(callback.c.run_pk == _b("run_pk"))
-    .order_by(callback.c.id),
-)
-OUTSTANDING_CALLBACKS = Statement(
-    "A callback of these runs still pending or running (a driver waits for them to end).",
-    select(callback.c.id)
-    .where(callback.c.run_pk.in_(_many("run_pks")), callback.c.state.in_(_OPEN_CALLBACKS))
-    .limit(1),
-)
-ATTEMPT_CALLBACKS = Statement(
-    "The callbacks an attempt fired, in order, with how they ended and their log ranges.",
-    select(
-        *callback.c["id", "event", "state", "outcome_error", "ended_at"],
-        *callback.c["log_path", "log_offset", "log_length"],
-    )
-    .where(callback.c.ti_id == _b("ti_id"), callback.c.fence_token == _b("fence"))
-    .order_by(callback.c.id),
-)
-
-
-name_all(globals(), prefix="task_reads.")

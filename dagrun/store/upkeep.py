@@ -15,16 +15,18 @@ import socket
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING, Any
 
 from dagrun.states import AttemptOutcome, CallbackEvent, TaskState
 from dagrun.store import Store, attempts, callbacks, registry, runs, sql
-from dagrun.store import statements as q
 from dagrun.store.attempts import DEFAULT_INFRA_BUDGET
 from dagrun.store.callbacks import LOST
+from dagrun.store.catalogue import TRANSITIONS as q
 from dagrun.store.runs import SpecLookup
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
 
 log = logging.getLogger("dagrun.upkeep")
 

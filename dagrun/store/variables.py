@@ -9,53 +9,19 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from datetime import datetime
-
-from sqlalchemy import Connection, delete, func, literal, or_, select, union_all
+from typing import TYPE_CHECKING
 
 from dagrun.store import sql
-from dagrun.store.schema import connection, variable
-from dagrun.store.sensitive import SENSITIVE_WORDS, extra_secrets
-from dagrun.store.sql import Statement, name_all, upsert
-from dagrun.store.sql import bind as _b
+from dagrun.store.sensitive import extra_secrets
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
+
+#: The statements of this module (``queries/variables.py``).
+Q = sql.Catalogue("dagrun.store.queries.variables", "variables.")
 
 # ---------------------------------------------------------------- statements
-
-VARIABLE = Statement(
-    "A variable's stored value.",
-    select(variable.c.value).where(variable.c.key == _b("key")),
-)
-VARIABLES = Statement(
-    "Every stored variable, by key.",
-    select(*variable.c["key", "value", "description", "updated_at"]).order_by(variable.c.key),
-)
-UPSERT_VARIABLE = Statement(
-    "Create a variable or change its value; one set without a description keeps its own.",
-    upsert(variable, "key", ("value", "updated_at"), kept_if_null=("description",)),
-)
-DELETE_VARIABLE = Statement(
-    "Delete a variable (a task reading it then gets its default, or fails naming it).",
-    delete(variable).where(variable.c.key == _b("key")),
-)
-STORED_SECRETS = Statement(
-    "What masking hides that the store holds, in one query: the value of every variable "
-    "whose key names a secret (in any case, as ``sensitive.is_sensitive`` judges), every "
-    "connection password, and every connection extra (its sensitive fields are picked "
-    "out of the JSON by ``stored_secrets``).",
-    union_all(
-        select(literal(False), variable.c.value).where(
-            or_(
-                *(
-                    func.lower(variable.c.key).contains(word, autoescape=True)
-                    for word in SENSITIVE_WORDS
-                )
-            )
-        ),
-        select(literal(False), connection.c.password).where(connection.c.password.is_not(None)),
-        select(literal(True), connection.c.extra).where(connection.c.extra.is_not(None)),
-    ),
-)
-
-name_all(globals(), prefix="variables.")
 
 
 @dataclass(frozen=True)
@@ -68,7 +34,7 @@ class VariableRow:
 
 def get_variable(conn: Connection, key: str) -> str | None:
     """The stored value of ``key``, None when there is none."""
-    return sql.scalar(conn, VARIABLE, {"b_key": key})
+    return sql.scalar(conn, Q.VARIABLE, {"b_key": key})
 
 
 def set_variable(
@@ -77,18 +43,18 @@ def set_variable(
     """Create or change a variable (a description of None keeps the one it had)."""
     sql.execute(
         conn,
-        UPSERT_VARIABLE,
+        Q.UPSERT_VARIABLE,
         {"b_key": key, "b_value": value, "b_description": description, "b_updated_at": now},
     )
 
 
 def list_variables(conn: Connection) -> list[VariableRow]:
-    return [VariableRow(*row) for row in sql.tuples(conn, VARIABLES)]
+    return [VariableRow(*row) for row in sql.tuples(conn, Q.VARIABLES)]
 
 
 def delete_variable(conn: Connection, key: str) -> bool:
     """Delete ``key``; whether there was one."""
-    return sql.execute(conn, DELETE_VARIABLE, {"b_key": key}).rowcount > 0
+    return sql.execute(conn, Q.DELETE_VARIABLE, {"b_key": key}).rowcount > 0
 
 
 def stored_secrets(conn: Connection) -> list[str]:
@@ -96,7 +62,7 @@ def stored_secrets(conn: Connection) -> list[str]:
     passwords and the sensitive fields of connection extras together, in one query, as a
     worker child reads them every few seconds."""
     found: list[str] = []
-    for is_extra, value in sql.tuples(conn, STORED_SECRETS):
+    for is_extra, value in sql.tuples(conn, Q.STORED_SECRETS):
         found.extend(extra_secrets(_decoded(value)) if is_extra else [value])
     return found
 

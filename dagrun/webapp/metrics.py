@@ -6,14 +6,14 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING
 
-from sqlalchemy import Connection
-
 from dagrun.store import clock, heartbeats
 from dagrun.store import metrics as store_metrics
 from dagrun.store.heartbeats import Beat, Role
 from dagrun.webapp.http import Request, Response
 
 if TYPE_CHECKING:
+    from sqlalchemy import Connection
+
     from dagrun.webapp.app import Site
 
 

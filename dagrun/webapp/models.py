@@ -9,8 +9,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import TaskState
@@ -23,6 +22,9 @@ from dagrun.webapp.formatting import live_duration
 from dagrun.webapp.graph_view import GraphPicture, picture
 from dagrun.webapp.grid import GridColumn, GridRow, GridShape, grid_columns, grid_rows, grid_tasks
 from dagrun.webapp.paging import Paging
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 RECENT_RUNS_PER_DAG = 14
 

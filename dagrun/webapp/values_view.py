@@ -13,8 +13,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-
-from sqlalchemy import Connection
+from typing import TYPE_CHECKING
 
 from dagrun.errors import UsageError
 from dagrun.store import Store, run_reads, task_reads, xcoms
@@ -24,6 +23,9 @@ from dagrun.store.sensitive import Hider
 from dagrun.store.task_reads import AttemptRow, TaskRow
 from dagrun.webapp.http import BadRequest, NotFound
 from dagrun.webapp.models import DagInfo, read_dag
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 #: A value longer than this (in characters of JSON) is shown cut, with a download link.
 HEAD_CHARS = 64 * 1024

@@ -152,13 +152,14 @@ def test_a_dead_childs_unstarted_jobs_come_back_and_its_log_is_its_own(dags_dir,
 
 OPENS_THE_STORE = """
     from dagrun import DAG, task
+    from dagrun.store import dag_reads
     from dagrun.store.engine import shared_store
 
     with DAG("opens", schedule=None):
         @task
         def opens(ctx):
             with shared_store(ctx.db_url).write() as conn:
-                conn.exec_driver_sql("SELECT 1")
+                dag_reads.active_dag_ids(conn)
 
         opens()
 """

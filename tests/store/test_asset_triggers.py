@@ -19,7 +19,7 @@ from dagrun.parsing.loader import build_spec
 from dagrun.parsing.spec import DagSpec, TaskSpec
 from dagrun.runtime.scheduler import Scheduler
 from dagrun.store import Store, asset_triggers, dag_reads, registry, run_reads, sql
-from dagrun.store.assets import INSERT_ASSET_EVENTS
+from dagrun.store.queries.assets import INSERT_ASSET_EVENTS
 from dagrun.timing.schedules import CronTrigger
 from tests.helpers import bare_spec
 from tests.store.test_store import register
@@ -196,11 +196,11 @@ def test_a_stale_cursor_moves_nothing(store: Store):
     spec = consumer(store, A)
     event(store, "a")
     with store.write() as conn:
-        before = sql.scalar(conn, dag_reads.ASSET_CURSOR, {"b_dag_id": "report"})
+        before = sql.scalar(conn, dag_reads.Q.ASSET_CURSOR, {"b_dag_id": "report"})
     tick(store)
     with pytest.raises(StoreConflict), store.write() as conn:
         params = {"b_dag_id": spec.dag_id, "b_after": before, "b_upto": before + 1}
-        if not sql.execute(conn, asset_triggers.ADVANCE_CURSOR, params).rowcount:
+        if not sql.execute(conn, asset_triggers.Q.ADVANCE_CURSOR, params).rowcount:
             raise StoreConflict("consumed meanwhile")
     assert len(report_runs(store)) == 1
 

@@ -32,7 +32,7 @@ def event(store: Store, asset: str, key: str, fingerprint: str | None = None) ->
             "b_task_id": "t",
             "b_created_at": store.now(conn),
         }
-        sql.execute(conn, assets.INSERT_ASSET_EVENTS, row)
+        sql.execute(conn, assets.Q.INSERT_ASSET_EVENTS, row)
 
 
 def consumer(store: Store, *names: str) -> DagSpec:

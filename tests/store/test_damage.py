@@ -9,7 +9,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from sqlalchemy import create_engine, event, insert, inspect, make_url, select
+from sqlalchemy import create_engine, event, insert, inspect, select
 from sqlalchemy.exc import OperationalError
 
 from dagrun.errors import (
@@ -200,7 +200,7 @@ class PgError(Exception):
     [("53100", StoreFull), ("XX001", StoreDamaged), ("08006", StoreUnavailable)],
 )
 def test_postgresql_states_of_a_full_disk_and_of_damage(sqlstate, kind):
-    url = make_url("postgresql+psycopg://u:secret@db.example/dagrun")
+    url = "postgresql+psycopg://u:secret@db.example/dagrun"
     error = translate(OperationalError("SELECT 1", {}, PgError(sqlstate)), url)
     assert type(error) is kind
     assert "secret" not in str(error)

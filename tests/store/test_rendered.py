@@ -8,12 +8,14 @@ import os
 import pickle
 import sqlite3
 import sys
+from datetime import UTC, datetime, timedelta, timezone
+from decimal import Decimal
 from pathlib import Path
 
 import pytest
 from sqlalchemy import create_engine, inspect
 
-from dagrun.store import Store, rendered, schema, sql, statements
+from dagrun.store import Store, conversions, rendered, schema, sql, statements
 from tests.store import store_statements
 
 
@@ -28,12 +30,6 @@ def cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     rendered.forget()
 
 
-def dialect(name: str):
-    from sqlalchemy.dialects import postgresql, sqlite
-
-    return (sqlite if name == "sqlite" else postgresql).dialect()
-
-
 def fresh(statement: sql.Statement) -> sql.Statement:
     """The same catalogue entry, as a process that has not rendered it yet holds it."""
     copy = sql.Statement(statement.purpose, statement._sql)
@@ -41,34 +37,80 @@ def fresh(statement: sql.Statement) -> sql.Statement:
     return copy
 
 
+#: Values of each conversion as Python holds them, and as each driver returns them.
+SAMPLES = {
+    conversions.INSTANT: [
+        datetime(2026, 3, 29, 0, 30, tzinfo=UTC),
+        datetime(2026, 1, 1, 9, 5, 7, 1, tzinfo=timezone(timedelta(hours=-5))),
+    ],
+    conversions.DATETIME: [datetime(2026, 3, 29, 0, 30, 1, 250)],
+    conversions.BOOLEAN: [True, False, 1, 0],
+    conversions.FLOAT: [1.5, 3, 0.0],
+}
+DRIVER_VALUES = {
+    ("sqlite", conversions.INSTANT): ["2026-03-29 00:30:00.000000", "2026-03-29 00:30:00"],
+    ("sqlite", conversions.DATETIME): ["2026-03-29 00:30:00.000250"],
+    ("sqlite", conversions.BOOLEAN): [1, 0],
+    ("sqlite", conversions.FLOAT): [1.5, 2.0],
+    ("postgresql", conversions.INSTANT): [
+        datetime(2026, 3, 29, 1, 30, tzinfo=timezone(timedelta(hours=1)))
+    ],
+    ("postgresql", conversions.DATETIME): [datetime(2026, 3, 29, 1, 30, tzinfo=UTC)],
+    ("postgresql", conversions.BOOLEAN): [True, False],
+    ("postgresql", conversions.FLOAT): [1.5, Decimal("2.25")],
+}
+
+
 @pytest.mark.parametrize("name", ["sqlite", "postgresql"])
 def test_every_statement_runs_as_compiled_after_a_round_trip_through_the_file(cache, name):
-    """What a later process reads back renders the same SQL, binds its values the same
-    way and reads its rows into the same types, for every statement of the store: the
-    catalogue's, the reads' and those beside their own modules."""
-    d = dialect(name)
+    """What a later process reads back renders the same SQL, and converts every bind and
+    every column exactly as SQLAlchemy's own processors do (on values of each type), for
+    every statement of the store: a process that never imports SQLAlchemy runs the same
+    SQL on the same values and reads the same rows."""
     every = [statement for _, statement in store_statements().values()]
     assert set(statements.CATALOGUE.values()) <= set(every)
     for statement in every:
-        rendered.put(name, statement.name, sql.Layout.of(statement.expression(name), d))
+        rendered.put(name, statement.name, sql.Layout.of(statement.expression(name), name))
     rendered.save()
     rendered.forget()
+    d = sql.sqlalchemy_dialect(name)
     for statement in every:
         layout = rendered.get(name, statement.name)
-        compiled = sql.Layout.of(statement.expression(name), d)
-        assert layout is not None, statement.name
-        assert layout[:5] == compiled[:5], statement.name
-        assert layout.columns == compiled.columns, statement.name
-        kinds = [(n, repr(k)) for n, k in layout.bind_types]
-        assert kinds == [(n, repr(k)) for n, k in compiled.bind_types], statement.name
-        assert list(map(repr, layout.column_types)) == list(map(repr, compiled.column_types))
-        again, now = sql.Prepared(layout, d), sql.Prepared(compiled, d)
-        assert [n for n, _ in again.processors] == [n for n, _ in now.processors]
+        expression = statement.expression(name)
+        assert layout == sql.Layout.of(expression, name), statement.name
+        compiled = expression.compile(dialect=d)
+        binds = {bind_name: bind for bind, bind_name in compiled.bind_names.items()}
+        for bind_name, kind in layout.bind_kinds:
+            processor = binds[bind_name].type.dialect_impl(d).bind_processor(d)
+            ours = conversions.bind(name, kind)
+            for value in SAMPLES[kind]:
+                assert _apply(ours, value) == _apply(processor, value), statement.name
+        columns = list(getattr(expression, "exported_columns", ()) or ())
+        assert len(columns) == len(layout.column_kinds), statement.name
+        for column, kind in zip(columns, layout.column_kinds, strict=True):
+            _same_reading(name, d, column.type, kind, statement.name)
+
+
+def _apply(conversion, value):
+    return conversion(value) if conversion else value
+
+
+def _same_reading(name: str, d, kind_type, kind: str | None, what: str) -> None:
+    """Our result conversion of ``kind`` reads each driver value as SQLAlchemy does."""
+    impl = kind_type.dialect_impl(d)
+    codes = [1700, 701] if kind == conversions.FLOAT and name == "postgresql" else [None]
+    ours = conversions.result(name, kind)
+    for value in DRIVER_VALUES.get((name, kind), []) if kind else []:
+        for code in codes:
+            processor = impl.result_processor(d, code)
+            assert _apply(ours, value) == _apply(processor, value), what
+    if kind is None and name == "sqlite":
+        assert impl.result_processor(d, None) is None, what
 
 
 def test_a_later_process_renders_nothing_it_finds_in_the_file(cache, monkeypatch):
     statement = fresh(statements.CLAIM)
-    first = statement.prepared(dialect("sqlite"))
+    first = statement.prepared("sqlite")
     rendered.save()
     rendered.forget()
     assert [p.name for p in cache.iterdir()] == [f"rendered-sqlite-{rendered.fingerprint()}.pickle"]
@@ -77,7 +119,7 @@ def test_a_later_process_renders_nothing_it_finds_in_the_file(cache, monkeypatch
         raise AssertionError("compiled again")
 
     monkeypatch.setattr(sql.Layout, "of", no_compiler)
-    again = fresh(statements.CLAIM).prepared(dialect("sqlite"))
+    again = fresh(statements.CLAIM).prepared("sqlite")
     assert (again.sql, again.order, again.expanding) == (first.sql, first.order, first.expanding)
 
 
@@ -85,7 +127,7 @@ def test_a_damaged_file_is_rendered_afresh_and_replaced(cache):
     cache.mkdir()
     path = cache / f"rendered-sqlite-{rendered.fingerprint()}.pickle"
     path.write_bytes(b"not a pickle")
-    prepared = fresh(statements.QUEUE_TASK).prepared(dialect("sqlite"))
+    prepared = fresh(statements.QUEUE_TASK).prepared("sqlite")
     assert "UPDATE task_instance" in prepared.sql
     rendered.save()
     with path.open("rb") as file:
@@ -94,7 +136,7 @@ def test_a_damaged_file_is_rendered_afresh_and_replaced(cache):
 
 def test_nothing_is_written_where_python_writes_no_bytecode(cache, monkeypatch):
     monkeypatch.setattr(sys, "dont_write_bytecode", True)
-    fresh(statements.QUEUE_TASK).prepared(dialect("sqlite"))
+    fresh(statements.QUEUE_TASK).prepared("sqlite")
     rendered.save()
     assert not cache.exists()
 
@@ -103,7 +145,7 @@ def test_files_of_an_older_fingerprint_are_removed(cache):
     cache.mkdir()
     old = cache / "rendered-sqlite-0123456789abcdef0123.pickle"
     old.write_bytes(pickle.dumps({}))
-    fresh(statements.QUEUE_TASK).prepared(dialect("sqlite"))
+    fresh(statements.QUEUE_TASK).prepared("sqlite")
     rendered.save()
     assert not old.exists() and len(list(cache.iterdir())) == 1
 

@@ -120,7 +120,7 @@ def test_every_statement_of_the_catalogue_is_named_described_and_renders(store: 
         assert statement.name == name and name.islower()
         assert len(statement.purpose) > 20 and statement.purpose.endswith("."), name
         for dialect in ("sqlite", "postgresql"):
-            assert statement.prepared(_dialect(dialect)).sql, (name, dialect)
+            assert statement.prepared(dialect).sql, (name, dialect)
 
 
 def test_every_statement_of_the_store_is_named_after_its_module_described_and_renders(
@@ -137,7 +137,7 @@ def test_every_statement_of_the_store_is_named_after_its_module_described_and_re
             assert name.startswith(f"{module}.") and name.islower(), name
         assert len(statement.purpose) > 10 and statement.purpose.endswith("."), name
         for dialect in ("sqlite", "postgresql"):
-            assert statement.prepared(_dialect(dialect)).sql, (name, dialect)
+            assert statement.prepared(dialect).sql, (name, dialect)
 
 
 def test_transitions_name_the_state_they_expect():

@@ -110,7 +110,7 @@ def test_a_new_event_is_new_until_the_scheduler_looks(app, sqlite_store):
         event = {"b_asset": "daily_summary", "b_partition_key": "2026-01-05", "b_fingerprint": "f"}
         event |= {"b_dag_id": None, "b_run_pk": None, "b_task_id": None}
         sql.execute_many(
-            conn, assets.INSERT_ASSET_EVENTS, [event | {"b_created_at": sqlite_store.now(conn)}]
+            conn, assets.Q.INSERT_ASSET_EVENTS, [event | {"b_created_at": sqlite_store.now(conn)}]
         )
     [waited] = call(app, "/api/dags/report/assets").json()["waits_for"]
     assert (waited["status"], waited["latest_event"]["partition_key"]) == ("new", "2026-01-05")
@@ -245,7 +245,7 @@ def test_a_condition_dags_assets_page_shows_pending_and_consumed_events(sqlite_s
             row = {"b_asset": asset, "b_partition_key": "k", "b_fingerprint": None}
             row |= {"b_dag_id": None, "b_run_pk": None, "b_task_id": None}
             sql.execute(
-                conn, assets.INSERT_ASSET_EVENTS, row | {"b_created_at": sqlite_store.now(conn)}
+                conn, assets.Q.INSERT_ASSET_EVENTS, row | {"b_created_at": sqlite_store.now(conn)}
             )
 
     def statuses() -> dict[str, str]:
