@@ -53,6 +53,11 @@ class DirectConnection:
         return self.driver.total_changes
 
 
+def driver_of(conn: Any) -> Any:
+    """The driver's connection under a transaction's connection, direct or SQLAlchemy's."""
+    return conn.driver if isinstance(conn, DirectConnection) else conn.connection.dbapi_connection
+
+
 def connect(database: str, *, busy_seconds: float, synchronous: str) -> sqlite3.Connection:
     """A connection in autocommit mode (dagrun opens its own transactions), with the
     store's pragmas."""

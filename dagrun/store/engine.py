@@ -370,12 +370,19 @@ def _shown(engine: Engine) -> str:
     return engine.url.render_as_string(hide_password=True)
 
 
+def table_names(conn: Connection) -> set[str]:
+    """The database's tables (SQLite's own list on a direct connection)."""
+    if isinstance(conn, DirectConnection):
+        return direct.table_names(conn.driver)
+    from sqlalchemy import inspect
+
+    return set(inspect(conn).get_table_names())
+
+
 def refuse_foreign(conn: Connection, database: str) -> None:
     """A database with tables but no ``dagrun_meta`` belongs to another program: dagrun
     writes nothing into it."""
-    from sqlalchemy import inspect
-
-    tables = sorted(inspect(conn).get_table_names())
+    tables = sorted(table_names(conn))
     if tables:
         shown = ", ".join(tables[:5]) + (", ..." if len(tables) > 5 else "")
         raise NotDagrunStore(database, f"holds another program's tables ({shown})")

@@ -21,13 +21,16 @@ import sqlite3
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-
-from sqlalchemy import Connection, inspect
+from typing import TYPE_CHECKING
 
 from dagrun.errors import NotDagrunStore, StoreDamaged, StoreError, UsageError
 from dagrun.store import schema
-from dagrun.store.engine import Store, refuse_foreign
+from dagrun.store.direct import driver_of
+from dagrun.store.engine import Store, refuse_foreign, table_names
 from dagrun.store.outage import driver_errors
+
+if TYPE_CHECKING:
+    from sqlalchemy import Connection
 
 #: ``quick_check`` stops after this many problems: enough to name the damage.
 QUICK_CHECK_LIMIT = 20
@@ -90,7 +93,7 @@ def _dagrun_tables(store: Store, conn: Connection, found: Checkup) -> list[str]:
     """dagrun's tables present in the database, after its schema version is read into
     ``found``; none, with ``found.refused`` said, when the database is not dagrun's or is
     newer than this dagrun."""
-    present = set(inspect(conn).get_table_names())
+    present = table_names(conn)
     if schema.meta.name not in present:
         try:
             refuse_foreign(conn, found.database)
@@ -116,7 +119,8 @@ def _quick_check(store: Store) -> list[str]:
     """SQLite's ``quick_check``: each problem it finds, named by the tables and indexes of
     the pages it names."""
     with store.read() as conn:
-        rows = [r[0] for r in conn.exec_driver_sql(f"PRAGMA quick_check({QUICK_CHECK_LIMIT})")]
+        quick_check = f"PRAGMA quick_check({QUICK_CHECK_LIMIT})"
+        rows = [r[0] for r in driver_of(conn).execute(quick_check)]
         if rows == ["ok"]:
             return []
         owners = _page_owners(conn)
@@ -129,7 +133,7 @@ def _page_owners(conn: Connection) -> dict[int, str]:
     them (``dbstat``), else the root pages alone."""
     for query in ("SELECT pageno, name FROM dbstat", "SELECT rootpage, name FROM sqlite_schema"):
         try:
-            return dict(conn.exec_driver_sql(query).all())
+            return dict(driver_of(conn).execute(query).fetchall())
         except driver_errors():
             continue
     return {}
@@ -159,8 +163,7 @@ def _read_table(store: Store, table: str, problems: list[str]) -> int:
             return conn.exec_driver_sql(
                 f'SELECT count(*), sum(length(x::text)) FROM "{table}" AS x'
             ).scalar_one()
-        raw = conn.connection.dbapi_connection
-        assert isinstance(raw, sqlite3.Connection)  # the SQLite driver's, in use
+        raw = driver_of(conn)
         raw.text_factory = _text
         try:
             return _scan(raw, table, problems)
@@ -233,9 +236,8 @@ def _copy(store: Store, partial: Path, progress: Callable[[int, int], None] | No
             progress(pages - remaining, pages)
 
     with store.read() as conn:
-        conn.exec_driver_sql("SELECT count(*) FROM sqlite_schema").scalar_one()
-        raw = conn.connection.dbapi_connection
-        assert isinstance(raw, sqlite3.Connection)  # the SQLite driver's, in use
+        raw = driver_of(conn)
+        raw.execute("SELECT count(*) FROM sqlite_schema").fetchone()
         copy = sqlite3.connect(partial)
         try:
             raw.backup(copy, pages=BACKUP_STEP_PAGES, progress=step)

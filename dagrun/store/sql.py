@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple, TypeAlias
 
 from dagrun.errors import StoreError
 from dagrun.store import conversions, rendered
-from dagrun.store.direct import DirectConnection
+from dagrun.store.direct import DirectConnection, driver_of
 
 if TYPE_CHECKING:
     import sqlalchemy
@@ -515,10 +515,7 @@ def _run(conn: Connection, p: Prepared, sql: str, args, *, many: bool):
     """On a ``DirectConnection`` a driver error leaves as the driver raised it; through
     SQLAlchemy, as SQLAlchemy's (``Store`` turns either into a ``StoreError``)."""
     direct = isinstance(conn, DirectConnection)
-    raw: Any = (
-        conn.driver if isinstance(conn, DirectConnection) else conn.connection.dbapi_connection
-    )
-    cursor = raw.cursor()
+    cursor = driver_of(conn).cursor()
     started = time.perf_counter() if _observers else 0.0
     try:
         if many:
