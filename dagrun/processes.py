@@ -20,13 +20,16 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import multiprocessing
+import functools
 import os
 import signal
 import sys
 import threading
 from collections.abc import Callable, Iterable, Iterator
-from multiprocessing.connection import Connection
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from multiprocessing.connection import Connection
 
 _PR_SET_PDEATHSIG = 1
 
@@ -128,7 +131,13 @@ os.register_at_fork(after_in_child=_reset_guard_in_child)
 
 # ---------------------------------------------------------------- forked children
 
-_FORK = multiprocessing.get_context("fork")
+
+@functools.cache
+def _fork() -> Any:
+    """The fork context (``multiprocessing`` is imported by the commands that fork)."""
+    import multiprocessing
+
+    return multiprocessing.get_context("fork")
 
 
 def describe_exit(code: int | None) -> str:
@@ -167,8 +176,8 @@ class ForkedChild:
         on_parent_death: Callable[[], object] | None = None,
     ) -> None:
         self.parent = os.getpid()  # the process that forked it, the only one that may use it
-        self.conn, child_end = _FORK.Pipe()
-        self.process = _FORK.Process(
+        self.conn, child_end = _fork().Pipe()
+        self.process = _fork().Process(
             target=_run_forked,
             args=(target, args, child_end, self.conn, self.parent, on_parent_death),
             daemon=True,

@@ -10,15 +10,14 @@ file, the line and the key. ``SETTINGS`` is also the source of ``dagrun config l
 ``dagrun init``'s starter file and of the documentation's configuration page, so none of
 them can drift from what the code reads.
 
-This module is a shared leaf: it imports no stage, and it is cheap (``tomllib`` only, and
-only when a file exists), so the parse children and ``--help`` can ask it.
+This module is a shared leaf: it imports no stage, and it is cheap (``tomllib``, only
+when a file exists), so the parse children and ``--help`` can ask it.
 """
 
 from __future__ import annotations
 
 import os
 import re
-import tomllib
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -371,6 +370,8 @@ def read_file(path: Path) -> Config:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(str(path), "file", f"cannot be read: {exc}") from None
+    import tomllib  # only where a settings file is read
+
     try:
         table = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING
 from dagrun.errors import UsageError
 from dagrun.parsing.spec import DagSpec
 from dagrun.states import FAILED_TASK_STATES, RunState, RunType
-from dagrun.store import Store, audit, operator_actions, run_reads, runs, task_reads
+from dagrun.store import Store, audit, run_reads, runs, task_reads
 from dagrun.store.outage import damaged
 from dagrun.timing.timetable import DataInterval
 
@@ -195,6 +195,8 @@ def _prepare_page(
             cleared[run_pk] = None
         elif e.action == Action.RERUN_FAILED:
             cleared[run_pk] = _failed_tasks(conn, run_pk)
+    from dagrun.store import operator_actions  # a rerun of finished dates only
+
     operator_actions.clear_runs(conn, spec, cleared, now)
     return run_pks
 
