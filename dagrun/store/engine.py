@@ -279,6 +279,8 @@ class Store:
         schema needs SQLAlchemy."""
         try:
             version = self._direct_version() if self._direct is not None else None
+            if version is None and self._direct is not None:
+                version = self._direct_create()
             if version != SCHEMA_VERSION:
                 version = self._create_or_migrate()
         except _NAMES_THE_DATABASE:
@@ -300,11 +302,27 @@ class Store:
                 return None
             return self.schema_version(conn)
 
+    def _direct_create(self) -> int | None:
+        """A new schema made by a direct store, with the DDL an earlier process rendered
+        (``rendered``); None when there is none yet or another process made the schema
+        first (``_create_or_migrate`` then does what is left)."""
+        ddl = rendered.get(self.dialect, _SCHEMA_DDL)
+        if ddl is None:
+            return None
+        with self.write() as conn:
+            if "dagrun_meta" in table_names(conn):
+                return None
+            refuse_foreign(conn, self.where)
+            driver = cast("DirectConnection", conn).driver
+            for statement in ddl:
+                driver.execute(statement)
+            sql.execute(conn, Q.INSERT_SCHEMA_VERSION, {"b_value": str(SCHEMA_VERSION)})
+        return SCHEMA_VERSION
+
     def _create_or_migrate(self) -> int:
         """The schema made or brought up to date (through SQLAlchemy); the version found."""
         from sqlalchemy import inspect, text
 
-        from dagrun.store import schema
         from dagrun.store.queries import every_statement
 
         with self._transaction(dagrun_write=True, dagrun_schema=True) as conn:
@@ -314,9 +332,7 @@ class Store:
                 refuse_foreign(conn, self.where)
                 for statement in _create_statements(conn.dialect):
                     conn.exec_driver_sql(statement)
-                conn.execute(
-                    schema.meta.insert().values(key="schema_version", value=str(SCHEMA_VERSION))
-                )
+                sql.execute(conn, Q.INSERT_SCHEMA_VERSION, {"b_value": str(SCHEMA_VERSION)})
                 version = SCHEMA_VERSION
             else:
                 version = self.schema_version(conn)

@@ -1,7 +1,7 @@
 """What a command pays for: once its statements are rendered (``store.rendered``), a
 one-task ``dagrun run``, ``dags list`` with nothing changed and ``runs list`` run on
 Python's own SQLite driver and never import SQLAlchemy (importing it costs more than the
-whole of a one-task run)."""
+whole of a one-task run), nor does a command that makes a new store."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import os
 import subprocess
 import sys
 
-from tests.helpers import write_dag
+from tests.helpers import cli_env_in, write_dag
 
 ONE_TASK = """
     from dagrun import DAG, PythonTask
@@ -62,3 +62,8 @@ def test_rendered_commands_never_import_sqlalchemy(cli_env, dags_dir, tmp_path):
         loaded_by(args, env, tmp_path)
     for args in commands:
         assert loaded_by(args, env, tmp_path) == [], args
+    elsewhere = cli_env_in(tmp_path / "new")  # a new store: its schema made from rendered DDL
+    write_dag(tmp_path / "new" / "dags", "one.py", ONE_TASK)
+    fresh = {**env, **elsewhere}
+    assert loaded_by(["dags", "list"], fresh, tmp_path / "new") == []
+    assert (tmp_path / "new" / "home" / "dagrun.db").exists()
