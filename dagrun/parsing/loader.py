@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import heapq
 import linecache
 import os
 import resource
@@ -72,8 +73,6 @@ def import_file(path: str, source: str | None = None) -> list[DAG]:
 
 def build_spec(dag: DAG, path: str) -> DagSpec:
     """Check the graph (cycles) and freeze a DAG into its serialisable spec."""
-    import networkx as nx  # only a parse needs it; `dags list` with nothing changed does not
-
     if not dag.tasks:
         raise DagFileError(
             path,
@@ -81,25 +80,13 @@ def build_spec(dag: DAG, path: str) -> DagSpec:
             "called inside the `with DAG(...)` block)",
             dag.definition_line,
         )
-    graph = nx.DiGraph()
-    order = {task_id: i for i, task_id in enumerate(dag.tasks)}
-    graph.add_nodes_from(dag.tasks)
-    for task in dag.tasks.values():
-        graph.add_edges_from((up, task.task_id) for up in task.upstream_ids)
-    try:
-        cycle = nx.find_cycle(graph)
-    except nx.NetworkXNoCycle:
-        cycle = None
-    if cycle:
-        names = [edge[0] for edge in cycle] + [cycle[0][0]]
+    ordered = _in_order(dag)
+    if len(ordered) < len(dag.tasks):
         raise DagFileError(
-            path, f"DAG '{dag.dag_id}' has a cycle: {' -> '.join(names)}", dag.definition_line
+            path, f"DAG '{dag.dag_id}' has a cycle: {_cycle(dag)}", dag.definition_line
         )
     _check_setups(dag, path)
-    tasks = tuple(
-        _task_spec(dag.tasks[task_id])
-        for task_id in nx.lexicographical_topological_sort(graph, key=order.__getitem__)
-    )
+    tasks = tuple(_task_spec(dag.tasks[task_id]) for task_id in ordered)
     tt = dag.timetable
     return DagSpec(
         dag_id=dag.dag_id,
@@ -159,6 +146,44 @@ def _task_spec(task) -> TaskSpec:
         ignore_downstream_trigger_rules=getattr(task, "ignore_downstream_trigger_rules", True),
         marker=getattr(task, "marker", None),
     )
+
+
+def _in_order(dag: DAG) -> list[str]:
+    """The tasks in topological order, ties broken by the order they were declared in
+    (Kahn's algorithm on a heap: what ``networkx.lexicographical_topological_sort`` gives,
+    without importing networkx into every parse child, where it was most of the start-up);
+    the tasks of a cycle are left out."""
+    order = {task_id: i for i, task_id in enumerate(dag.tasks)}
+    downstream: dict[str, list[str]] = {task_id: [] for task_id in dag.tasks}
+    waiting = dict.fromkeys(dag.tasks, 0)
+    for task in dag.tasks.values():
+        for up in set(task.upstream_ids):
+            downstream[up].append(task.task_id)
+            waiting[task.task_id] += 1
+    ready = [(order[t], t) for t, n in waiting.items() if n == 0]
+    heapq.heapify(ready)
+    ordered = []
+    while ready:
+        _, task_id = heapq.heappop(ready)
+        ordered.append(task_id)
+        for down in downstream[task_id]:
+            waiting[down] -= 1
+            if not waiting[down]:
+                heapq.heappush(ready, (order[down], down))
+    return ordered
+
+
+def _cycle(dag: DAG) -> str:
+    """A cycle of the graph, as ``a -> b -> a`` (networkx finds it: only a file in error
+    pays for importing it)."""
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    graph.add_nodes_from(dag.tasks)
+    for task in dag.tasks.values():
+        graph.add_edges_from((up, task.task_id) for up in task.upstream_ids)
+    cycle = nx.find_cycle(graph)
+    return " -> ".join([edge[0] for edge in cycle] + [cycle[0][0]])
 
 
 def _check_setups(dag: DAG, path: str) -> None:

@@ -76,10 +76,8 @@ def _child(conn: Connection) -> None:
     devnull = os.open(os.devnull, os.O_WRONLY)
     os.dup2(devnull, 1)
     os.dup2(devnull, 2)
-    # Imported here, after the fork: a spare child loads the authoring API and networkx
-    # while its parent goes on importing the store.
-    import networkx  # noqa: F401 - what building a spec needs
-
+    # Imported here, after the fork: a spare child loads the authoring API while its parent
+    # goes on with the store.
     from dagrun.parsing import loader
 
     loader.limit_memory()
@@ -202,7 +200,7 @@ _spares: list[_ParseChild] = []
 
 def prefork(folder: str | os.PathLike) -> None:
     """Fork the parse children now, before this process imports the store: their imports
-    (networkx, the authoring API) then overlap the parent's (SQLAlchemy) on other cores, and
+    (the authoring API) then overlap the parent's on other cores, and
     a command that parses changed files waits less. As many as a parse of ``folder`` would
     use: a spare with no file to parse would only take a core from the command. Unused,
     they end with this process."""
