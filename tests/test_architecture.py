@@ -23,7 +23,7 @@ MOST_PLAIN_MODULES = 8
 MOST_LINES = 600
 #: The one exception: every statement that claims, leases or transitions state lives in the
 #: catalogue, so the concurrency story reads in one place; that rule outranks the length.
-LONGER = {"store/statements.py": 700}
+LONGER = {"store/statements.py": 720}
 
 
 @pytest.fixture(scope="module")

@@ -47,8 +47,8 @@ from dagrun.runtime.leases import LeaseKeeper
 from dagrun.runtime.pacing import Pacing
 from dagrun.runtime.runner import AttemptResult
 from dagrun.states import AttemptOutcome, RunState
-from dagrun.store import Store, attempts, callbacks, registry, run_reads
-from dagrun.store.attempts import Completion, Outcome
+from dagrun.store import Store, attempts, callbacks, registry, run_reads, runs
+from dagrun.store.attempts import Claim, Completion, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.clock import ClockWatch
 from dagrun.store.engine import Listener, dagrun_home
@@ -385,8 +385,8 @@ class Worker:
             now = self.store.now(conn)
             spec_for = self.specs.bound(conn)
             completion = attempts.complete(
-                conn, self.owner, outcomes, spec_for, now, self.options.infra_budget
-            )
+                conn, self.owner, outcomes, spec_for, now, self.options.infra_budget, announce=False
+            )  # what this commit leaves queued is announced once it claimed
             callbacks.finish(conn, self.owner, delivered, now)
             for run_pk in completion.finished_runs:  # the cache keeps what is running
                 self._runs.pop(run_pk, None)
@@ -401,6 +401,8 @@ class Worker:
                 self._runs,
                 None if self.scope is None else self.scope(),
             )
+            if _left_queued(completion, claims):
+                runs.announce_work(conn)
             jobs = [self.jobs.for_attempt(conn, c, spec_for(c.dag_id)) for c in claims]
             calls = self._claim_callbacks(conn, pool, completion, now)
             jobs += [self.jobs.for_callback(c, spec_for(c.dag_id)) for c in calls]
@@ -533,3 +535,12 @@ class Worker:
         self.stats.released += count
         if count:
             log.info("released %d task instance(s) back to the queue", count)
+
+
+def _left_queued(completion: Completion, claims: list[Claim]) -> bool:
+    """Whether tasks a group commit queued may be left after its claims: then it tells the
+    listening workers (PostgreSQL); a chained task it claimed itself wakes none of them,
+    nor this worker for an empty commit of its own."""
+    if completion.queued is None:
+        return True
+    return not completion.queued <= {(c.run_pk, c.task_id) for c in claims}

@@ -26,6 +26,7 @@ from dagrun.parsing.spec import TaskSpec
 from dagrun.states import AttemptOutcome, RunState, TaskState
 from dagrun.store import assets, callbacks, pools, runs, sql, task_reads, xcoms
 from dagrun.store.catalogue import TRANSITIONS as q
+from dagrun.store.engine import capabilities
 from dagrun.store.logfiles import LogRange
 from dagrun.store.runs import SpecLookup
 from dagrun.timing.backoff import backoff_delay
@@ -89,8 +90,7 @@ def claim(
     params = {"b_owner": owner, "b_until": now + timedelta(seconds=lease_seconds), "b_now": now}
     if scoped:
         params["b_run_pks"] = run_pks
-    statement = q.CLAIM_IN_RUNS if scoped else q.CLAIM
-    rows = sql.rows(conn, statement, {**params, "b_limit": limit})
+    rows = _claim_queued(conn, {**params, "b_limit": limit}, scoped)
     if len(rows) < limit:
         rows += pools.claim_pooled(conn, limit - len(rows), params, scoped=scoped)
     if len(rows) < limit:
@@ -116,6 +116,16 @@ def claim(
     )
     facts = runs.run_facts(conn, {r.run_pk for r in rows}, known_runs)
     return [_claim_from(r, facts[r.run_pk], now) for r in sorted(rows, key=lambda r: r.id)]
+
+
+def _claim_queued(conn: Connection, params: dict[str, Any], scoped: bool) -> list:
+    """Queued tasks outside pools and caps: by ``CLAIM`` where writers run at once, else
+    picked first (see ``PICK_QUEUED``)."""
+    if capabilities(conn.dialect.name).concurrent_writers:
+        return sql.rows(conn, q.CLAIM_IN_RUNS if scoped else q.CLAIM, params)
+    ids = sql.scalars(conn, q.PICK_QUEUED_IN_RUNS if scoped else q.PICK_QUEUED, params)
+    picked = [{**params, "b_ids": chunk} for chunk in sql.chunks(ids)]
+    return [row for each in picked for row in sql.rows(conn, q.CLAIM_PICKED, each)]
 
 
 def _claim_from(row: Any, run: Any, now: datetime) -> Claim:
@@ -167,15 +177,10 @@ def extend_leases(
     leases = set(leases)
     if not leases:
         return set()
-    kept = sql.tuples(
-        conn,
-        q.EXTEND_LEASES,
-        {
-            "b_ti_ids": sorted({ti_id for ti_id, _ in leases}),
-            "b_owner": owner,
-            "b_until": now + timedelta(seconds=lease_seconds),
-        },
-    )
+    ti_ids = sorted({ti_id for ti_id, _ in leases})
+    until = now + timedelta(seconds=lease_seconds)
+    params = {"b_ti_ids": ti_ids, "b_owner": owner, "b_until": until}
+    kept = sql.tuples(conn, q.EXTEND_LEASES, params)
     return leases - {(ti_id, fence) for ti_id, fence in kept}
 
 
@@ -240,6 +245,8 @@ class Completion:
     #: The runs this commit ended, and how they ended.
     finished_runs: dict[int, RunState] = field(default_factory=dict)
     callbacks: int = 0
+    #: What this commit queued, as (run pk, task id) (``runs.queued_by``).
+    queued: set[tuple[int, str]] | None = field(default_factory=set)
 
 
 def complete(
@@ -249,6 +256,8 @@ def complete(
     spec_for: SpecLookup,
     now: datetime,
     infra_budget: int = DEFAULT_INFRA_BUDGET,
+    *,
+    announce: bool = True,
 ) -> Completion:
     """Record finished attempts (fenced), schedule retries and pokes, advance their runs.
 
@@ -258,8 +267,8 @@ def complete(
     clock ``now``). An outcome whose lease was lost changes no task state: it is kept
     in the attempt history as stale and discarded. The events of accepted outcomes that a
     task has a callback for go to the outbox in the same transaction (``callbacks``), and a
-    success of a task with outlets records its asset events (``assets``).
-    """
+    success of a task with outlets records its asset events (``assets``). What it queues
+    is announced unless ``announce`` is False (``runs.advance_runs``)."""
     outcomes = [_judged(o, spec_for, now) for o in outcomes]
     states = _succeed(
         conn, owner, [o for o in outcomes if o.outcome == AttemptOutcome.SUCCESS], now
@@ -306,7 +315,8 @@ def complete(
     assets.record_events(conn, result.accepted, spec_for, now)
     xcoms.record_pushed(conn, result.accepted, now)
     specs = {pk: spec_for(d) for pk, d in touched.items()}
-    decided = runs.advance_runs(conn, specs, now, ended)
+    decided = runs.advance_runs(conn, specs, now, ended, announce=announce)
+    result.queued = runs.queued_by(decided, specs)
     result.finished_runs = {pk: d.run_state for pk, d in decided.items() if d.run_state}
     result.callbacks += sum(
         callbacks.hears_run_end(spec_for(touched[pk]), d.run_state)

@@ -286,6 +286,8 @@ def advance_runs(
     runs: dict[int, DagSpec],
     now: datetime,
     ended: Mapping[int, Collection[str]] | None = None,
+    *,
+    announce: bool = True,
 ) -> dict[int, Decisions]:
     """Apply the trigger rules to running runs: queue ready tasks, end the runs that are done.
 
@@ -299,6 +301,10 @@ def advance_runs(
     tasks can have become ready, so only those are decided (``_decide_after``), and a run
     of thousands of tasks costs a commit what a small one does. Every other run is decided
     from all its task instances.
+
+    Queued tasks are announced to listening workers (``announce_work``) unless
+    ``announce`` is False: a worker's group commit claims in the same transaction, and
+    announces only what it leaves queued.
     """
     pks = sorted(runs)
     if not pks:
@@ -311,11 +317,21 @@ def advance_runs(
     states = _task_states(conn, rest)
     for pk in rest:
         decided[pk] = _decide(conn, runs[pk], pk, states[pk])
-    again = _apply(conn, decided, runs, now)
+    again = _apply(conn, decided, runs, now, announce)
     _end_runs(conn, decided, runs, states, now)
     if again:  # a mapped task ended when it expanded: what follows it is decided now
-        decided.update(advance_runs(conn, {pk: runs[pk] for pk in again}, now))
+        decided.update(advance_runs(conn, {pk: runs[pk] for pk in again}, now, announce=announce))
     return decided
+
+
+def queued_by(
+    decided: dict[int, Decisions], specs: dict[int, DagSpec]
+) -> set[tuple[int, str]] | None:
+    """What ``advance_runs`` queued, as (run pk, task id); None for a DAG with mapped tasks
+    (an expansion queues indexes; a run decided again keeps only its last decisions)."""
+    if any(specs[pk].mapped_ids for pk in decided):
+        return None
+    return {(pk, task_id) for pk, d in decided.items() for task_id in d.queue}
 
 
 def _decide(
@@ -447,7 +463,11 @@ def announce_work(conn: Connection) -> None:
 
 
 def _apply(
-    conn: Connection, decided: dict[int, Decisions], specs: dict[int, DagSpec], now: datetime
+    conn: Connection,
+    decided: dict[int, Decisions],
+    specs: dict[int, DagSpec],
+    now: datetime,
+    announce: bool,
 ) -> set[int]:
     """Write the decisions of ``advance_runs``: one batched statement per kind of change;
     a mapped task to queue is expanded instead. Returns the runs where a mapped task ended
@@ -472,7 +492,7 @@ def _apply(
         ]
         if sql.execute_many(conn, statement, rows) and state == TaskState.QUEUED:
             queued += 1
-    if queued:
+    if queued and announce:
         announce_work(conn)
     return again
 
@@ -550,7 +570,10 @@ def _failed_tasks(states: dict[str, TaskState]) -> str:
 
 
 def _needs_past(spec: DagSpec, states: dict[str, TaskState]) -> bool:
-    return any(t.depends_on_past and states.get(t.task_id) == TaskState.NONE for t in spec.tasks)
+    """Whether a waiting task read depends on its past (the tasks read, not the DAG's)."""
+    tasks = spec.task_map
+    waiting = [t for t, state in states.items() if state == TaskState.NONE and t in tasks]
+    return any(tasks[t].depends_on_past for t in waiting)
 
 
 def _past_done(conn: Connection, dag_id: str, run_pk: int, task_ids: list[str]) -> bool:

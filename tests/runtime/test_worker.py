@@ -3,6 +3,7 @@ letters, trigger rules, TaskFlow values, templates, context, logs."""
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import threading
 import time
@@ -11,9 +12,11 @@ import pytest
 from sqlalchemy import select
 
 from dagrun.runtime.dag_sync import sync_dags
+from dagrun.runtime.driver import RunDriver
 from dagrun.runtime.worker import Worker, WorkerOptions
-from dagrun.store import dag_reads, run_reads, task_reads
+from dagrun.store import dag_reads, run_reads, runs, sql, task_reads
 from dagrun.store.schema import dag_run, task_instance
+from dagrun.timing.timetable import DataInterval
 from tests.helpers import (
     attempts_of,
     log_of,
@@ -390,10 +393,6 @@ def test_a_worker_keeps_no_facts_of_runs_that_ended(sqlite_store, dags_dir, tmp_
     """What claims need of a run (id, dates, conf) is cached while the run goes, and
     dropped when it ends: a backfill of years, or a scheduler's worker running for months,
     holds only its running runs in memory."""
-    from dagrun.runtime.driver import RunDriver
-    from dagrun.store import runs
-    from dagrun.timing.timetable import DataInterval
-
     write_dag(
         dags_dir,
         "many.py",
@@ -625,3 +624,87 @@ def test_a_bash_task_skips_on_its_exit_codes_returns_its_last_line_and_can_drop_
         "last": f'"inherited {run.logical_date:%Y%m%d} own"',
         "bare": '"unset own shells"',
     }
+
+
+CHAIN = """
+from dagrun import DAG, PythonTask
+
+def noop():
+    return None
+
+with DAG("chain", schedule=None):
+    previous = None
+    for i in range({length}):
+        current = PythonTask(f"t{{i:02d}}", noop)
+        if previous is not None:
+            previous >> current
+        previous = current
+"""
+
+
+class WriteTransactions:
+    """The statements of every write transaction a store committed, with the thread that
+    ran it: a worker's commits told apart by what they did, not timed."""
+
+    def __init__(self, store) -> None:
+        self.committed: list[tuple[str, list[str]]] = []
+        self._write = store.write
+        self._open = threading.local()
+
+    @contextlib.contextmanager
+    def write(self):
+        with self._write() as conn:
+            self._open.statements = statements = []
+            try:
+                yield conn
+            finally:
+                self._open.statements = None
+        self.committed.append((threading.current_thread().name, statements))
+
+    def observe(self, statement: str, _params, _seconds) -> None:
+        statements = getattr(self._open, "statements", None)
+        if statements is not None:
+            statements.append(" ".join(statement.split()))
+
+
+def test_a_chained_task_costs_one_commit_that_ends_it_and_claims_the_next(
+    store, dags_dir, tmp_path, monkeypatch
+):
+    """The commit that records task N's outcome queues task N+1 and claims it: no commit
+    of its own for the claim, nor an empty one woken by that commit's own notification on
+    PostgreSQL. The claimed attempt goes to a child at once: the worker polls once a
+    minute, and a chain that waited for polls would reach the watchdog's bound."""
+    length = 12
+    write_dag(dags_dir, "chain.py", CHAIN.format(length=length))
+    sync_dags(store, str(dags_dir))
+    with store.write() as conn:
+        spec = dag_reads.get_dag(conn, "chain").spec
+        now = store.now(conn)
+        pk, _ = runs.create_manual_run(conn, spec, DataInterval(now, now), "chained", now)
+    options = WorkerOptions(concurrency=2, log_dir=tmp_path / "logs", poll_interval=60)
+    driver = RunDriver(store, spec, [pk], worker_options=options)
+    recorder = WriteTransactions(store)
+    monkeypatch.setattr(store, "write", recorder.write)
+    watchdog = threading.Timer(50, driver.stop)
+    watchdog.start()
+    try:
+        with sql.observed(recorder.observe):
+            result = driver.run()
+    finally:
+        watchdog.cancel()
+    assert not result.interrupted and result.runs == {"success": 1}
+    mine = threading.current_thread().name  # the worker's loop: other threads lease, look
+    commits = [statements for thread, statements in recorder.committed if thread == mine]
+    ended = [i for i, c in enumerate(commits) if any(_ends_attempt(s) for s in c)]
+    claimed = [i for i, c in enumerate(commits) if any(_opens_attempt(s) for s in c)]
+    assert len(ended) == len(claimed) == length
+    assert claimed[1:] == ended[:-1]  # task N ended where task N + 1 was claimed
+    assert ended[-1] - claimed[0] == length  # and no commit between them did anything else
+
+
+def _ends_attempt(statement: str) -> bool:
+    return statement.startswith("UPDATE task_attempt SET ended_at")
+
+
+def _opens_attempt(statement: str) -> bool:
+    return statement.startswith("INSERT INTO task_attempt")
