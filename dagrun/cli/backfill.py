@@ -28,7 +28,6 @@ from dagrun.cli.options import conf_option
 from dagrun.errors import UsageError
 from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
-from dagrun.runtime import markers
 from dagrun.runtime.backfill import (
     RUNNING_ACTIONS,
     Action,
@@ -43,7 +42,7 @@ from dagrun.runtime.backfill import (
 from dagrun.runtime.driver import DriveResult, RunDriver
 from dagrun.runtime.progress import Progress
 from dagrun.states import RunState, RunType, TaskState
-from dagrun.store import audit, operator_actions, run_reads, runs, task_reads
+from dagrun.store import audit, run_reads, runs, task_reads
 from dagrun.timing.instants import iso
 from dagrun.timing.timetable import DataInterval
 
@@ -441,6 +440,9 @@ def clear(
     if not selection:
         click.echo("nothing to clear")
         return
+    from dagrun.runtime import markers  # what clear needs, not run or backfill
+    from dagrun.store import operator_actions
+
     with app.store.read() as conn:  # what external task markers among them point at
         followed = markers.follow(conn, spec, selection, failed_only=failed_only)
     also = "".join(f", {f.count} of {f.spec.dag_id} (marked)" for f in followed)

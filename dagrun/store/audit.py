@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import getpass
 import json
-import socket
 from dataclasses import dataclass
 from datetime import datetime
 from typing import TYPE_CHECKING, Any, TypedDict
@@ -81,6 +80,8 @@ def actor() -> str:
         user = getpass.getuser()
     except Exception:  # no passwd entry, no LOGNAME: still record the action
         user = "unknown"
+    import socket  # an action recorded, not every command
+
     return f"{user}@{socket.gethostname()}"
 
 

@@ -25,7 +25,6 @@ import importlib.util
 import os
 import pickle
 import sys
-import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -129,6 +128,8 @@ def _read(path: Path) -> dict[str, Any]:
 
 def _write(path: Path, entries: dict[str, Any]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
+    import tempfile  # only a process that rendered something writes
+
     fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".rendered-")
     try:
         with os.fdopen(fd, "wb") as file:
