@@ -11,13 +11,13 @@ import click
 from dagrun.cli.app import App, echo_json, echo_table, fmt_local, out_of_range, pass_app
 from dagrun.errors import UsageError
 from dagrun.parsing.graph_export import RENDERERS
-from dagrun.parsing.spec import DagSpec, TaskSpec
-from dagrun.store import audit, dag_reads, registry, run_reads
+from dagrun.store import dag_reads, run_reads
 from dagrun.timing.instants import TICK, iso, parse_cli_instant
-from dagrun.timing.timetable import Occurrence
 
 if TYPE_CHECKING:
     from dagrun.airflow import checks
+    from dagrun.parsing.spec import DagSpec, TaskSpec
+    from dagrun.timing.timetable import Occurrence
 
 
 @click.group()
@@ -358,6 +358,8 @@ def _echo_report(report: checks.FileReport) -> None:
 
 
 def _set_paused(app: App, dag_id: str, paused: bool) -> None:
+    from dagrun.store import audit, registry  # the writes only these two commands make
+
     app.sync()
     with app.store.write() as conn:
         registry.set_paused(conn, dag_id, paused)

@@ -1,4 +1,4 @@
-"""DAG file discovery, and parsing files in child processes (``loader`` imports them).
+"""Parsing DAG files in child processes (``discovery`` finds them, ``loader`` imports them).
 
 Each file is imported in a forked child process under a module name of its own, with its
 folder importable for helper modules, so a file that crashes, hangs or pollutes
@@ -9,18 +9,16 @@ killed, the file is reported, and a fresh child carries on with the rest.
 
 from __future__ import annotations
 
-import hashlib
 import itertools
 import logging
 import os
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from dagrun import processes, settings
 from dagrun.errors import DagFileError
+from dagrun.parsing.discovery import file_hash, python_files
 from dagrun.parsing.spec import DagSpec, FileWarning
 
 if TYPE_CHECKING:
@@ -49,24 +47,7 @@ class FileResult:
 
 def discover(folder: str | os.PathLike) -> dict[str, str]:
     """Every ``*.py`` below ``folder`` (hidden folders and caches skipped) -> content hash."""
-    return {path: file_hash(path) for path in _python_files(folder)}
-
-
-def _python_files(folder: str | os.PathLike) -> Iterator[str]:
-    """The absolute paths of the ``*.py`` files below ``folder``, in a stable order."""
-    root = Path(folder)
-    if not root.is_dir():
-        return
-    for dirpath, dirnames, filenames in os.walk(root):
-        dirnames[:] = sorted(d for d in dirnames if not d.startswith((".", "__")))
-        for name in sorted(filenames):
-            if name.endswith(".py") and not name.startswith("."):
-                yield os.path.abspath(os.path.join(dirpath, name))
-
-
-def file_hash(path: str) -> str:
-    with open(path, "rb") as handle:
-        return hashlib.sha1(handle.read()).hexdigest()
+    return {path: file_hash(path) for path in python_files(folder)}
 
 
 def _child(conn: Connection) -> None:
@@ -205,7 +186,7 @@ def prefork(folder: str | os.PathLike) -> None:
     use: a spare with no file to parse would only take a core from the command. Unused,
     they end with this process."""
     if not _spares:
-        files = sum(1 for _ in itertools.islice(_python_files(folder), _share_count()))
+        files = sum(1 for _ in itertools.islice(python_files(folder), _share_count()))
         _spares.extend(_ParseChild() for _ in range(_share_count(files) if files else 0))
 
 

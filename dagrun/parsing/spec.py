@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 if TYPE_CHECKING:
     import networkx as nx
 
-from dagrun.authoring.assets import ConditionData, condition_assets, condition_text
-from dagrun.authoring.sensor_options import ExternalMarker, SensorSpec
+    from dagrun.authoring.assets import ConditionData
+    from dagrun.authoring.sensor_options import ExternalMarker, SensorSpec
+
 from dagrun.parsing.scopes import (
     SetupScope,
     relevant_setups,
@@ -248,7 +249,11 @@ class DagSpec:
     @cached_property
     def condition_assets(self) -> tuple[str, ...]:
         """The assets the DAG's condition names (none without one)."""
-        return () if self.condition is None else condition_assets(self.condition)
+        if self.condition is None:
+            return ()
+        from dagrun.authoring.assets import condition_assets
+
+        return condition_assets(self.condition)
 
     @property
     def schedule_text(self) -> str:
@@ -257,6 +262,8 @@ class DagSpec:
         if self.assets:
             text = "assets: " + ", ".join(self.assets)
         elif self.condition is not None:
+            from dagrun.authoring.assets import condition_text
+
             text = "assets: " + condition_text(self.condition)
             if self.timetable.schedulable:
                 text += f" or {self.timetable.description}"
@@ -308,8 +315,7 @@ class DagSpec:
                     "callbacks": tuple(t.get("callbacks", ())),
                     "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
                     "outlets": tuple(t.get("outlets", ())),
-                    "sensor": SensorSpec(*t["sensor"]) if t.get("sensor") else None,
-                    "marker": ExternalMarker(*t["marker"]) if t.get("marker") else None,
+                    **_options(t),
                 }
             )
             for t in data.pop("tasks")
@@ -322,6 +328,20 @@ class DagSpec:
             data["cron"] = tuple(tuple(values) for values in cron)
         data["params"] = {k: _declared(v) for k, v in data.get("params", {}).items()}
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
+
+
+def _options(task: dict[str, Any]) -> dict[str, Any]:
+    """A stored task's sensor and marker options as their types: the authoring modules
+    that define them are imported only by a reader of a spec that has some (a ``dags
+    list`` of plain DAGs imports none of the authoring API)."""
+    if not task.get("sensor") and not task.get("marker"):
+        return {"sensor": None, "marker": None}
+    from dagrun.authoring.sensor_options import ExternalMarker, SensorSpec
+
+    return {
+        "sensor": SensorSpec(*task["sensor"]) if task.get("sensor") else None,
+        "marker": ExternalMarker(*task["marker"]) if task.get("marker") else None,
+    }
 
 
 def _plain(value: Any) -> Any:

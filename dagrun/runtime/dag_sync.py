@@ -1,8 +1,13 @@
 """Keeps the store's DAG registry in step with the dags folder.
 
 Only files whose content changed since the last parse, or that imported a helper file that
-changed, are imported again; unchanged files keep their stored specs, so a scheduler tick or
-a ``dags list`` with nothing changed costs a directory walk, a hash per file and one query.
+changed, are imported again; unchanged files keep their stored specs. A file whose size and
+modification time are the ones recorded is unchanged without being read
+(``parsing.discovery``); another is read and hashed, and one whose hash is the recorded one
+(touched, copied over itself) keeps its parse and gets its new stat recorded. So a scheduler
+tick or a ``dags list`` with nothing changed costs a directory walk, a stat per file and one
+read transaction: it forks no parse child, imports neither the parser nor the authoring
+API, and writes nothing.
 Cross-file rules (one file per dag_id) are checked here because no single import can see
 them. A file that breaks keeps its DAGs: they stay scheduled from their last good spec, run
 from the file's last good source, and show the import error beside them; deleting the file
@@ -19,14 +24,21 @@ from __future__ import annotations
 
 import hashlib
 import os
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from typing import TYPE_CHECKING
 
 from dagrun import settings
 from dagrun.errors import UsageError
-from dagrun.parsing import parser
-from dagrun.parsing.spec import DagSpec
-from dagrun.store import Store, audit, dag_reads, registry, rendered
+from dagrun.parsing import discovery
+from dagrun.parsing.discovery import Stat
+from dagrun.store import Store, dag_reads, rendered
+
+if TYPE_CHECKING:
+    from dagrun.parsing import parser
+    from dagrun.parsing.spec import DagSpec
+    from dagrun.store import registry
 
 DUPLICATE_PREFIX = "duplicate DAG id"
 
@@ -65,10 +77,11 @@ def dags_folder(value: str | os.PathLike | None = None) -> str:
     return os.path.abspath(value or settings.get("core.dags_folder"))
 
 
-def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT) -> SyncReport:
+def sync_dags(store: Store, folder: str, timeout: float | None = None) -> SyncReport:
     """Parse what changed in ``folder`` and record DAGs and import errors in the store;
     every file when other code parsed the ones recorded (a dagrun upgrade: a file that
-    failed may import now, an unchanged one may make a richer spec)."""
+    failed may import now, an unchanged one may make a richer spec). ``timeout``: each
+    file's limit (default ``parser.DEFAULT_TIMEOUT``)."""
     code = rendered.fingerprint()
     with store.read() as conn:
         known = dag_reads.known_files(conn)
@@ -76,25 +89,33 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         choice = choose_folder(folder, dag_reads.served_folder(conn), list(known))
     if choice.read is None:
         return SyncReport(unchanged=len(known), folder=choice)
-    found = parser.discover(choice.read)
-    removed = [p for p in known if p not in found]
+    found = _Found.look(choice.read, known)
+    removed = [p for p in known if p not in found.hashes]
     changed = {
-        p: h for p, h in found.items() if stale or p not in known or known[p].content_hash != h
+        p: h
+        for p, h in found.hashes.items()
+        if stale or p not in known or known[p].content_hash != h
     }
     if changed or removed:
-        changed.update(_clashing_files(known, found))
-        changed.update(_dependents(known, found, set(changed) | set(removed)))
+        changed.update(_clashing_files(known, found.hashes))
+        changed.update(_dependents(known, found.hashes, set(changed) | set(removed)))
+    restat = found.restat(known, changed)
     report = SyncReport(
-        parsed=sorted(changed), unchanged=len(found) - len(changed), removed=removed, folder=choice
+        parsed=sorted(changed),
+        unchanged=len(found.hashes) - len(changed),
+        removed=removed,
+        folder=choice,
     )
-    if not changed and not removed and not stale and not choice.bind:
+    if not changed and not removed and not stale and not choice.bind and not restat:
         return report
-    results = parser.parse_files(changed, timeout) if changed else {}
+    from dagrun.store import registry  # only a sync that records something writes
+
+    results = _parse(changed, timeout)
     report.failed = {p: r.error.reason for p, r in results.items() if r.error is not None}
     owners = {
         dag_id: path
         for path, k in known.items()
-        if path in found and path not in changed
+        if path in found.hashes and path not in changed
         for dag_id in k.dag_ids
     }
     _keep_previous_owners(known, results, owners)
@@ -104,12 +125,53 @@ def sync_dags(store: Store, folder: str, timeout: float = parser.DEFAULT_TIMEOUT
         registry.forget_files(conn, removed)
         parsed = [_parsed(results[path], owners, found, kept.get(path)) for path in sorted(results)]
         registry.save_files(conn, parsed, now)
+        registry.record_stats(conn, restat)
         registry.deactivate_missing(conn, set(owners))
         if stale:
             registry.set_parsed_by(conn, code)
         if choice.bind:
             registry.bind_folder(conn, choice.read)
     return report
+
+
+@dataclass(frozen=True)
+class _Found:
+    """The folder's files as a sync finds them: each one's content hash (the recorded one
+    where its stat is the recorded one, else read now), and the stat to record with that
+    hash (None where it could not tell the file's next edit: ``discovery.settled``)."""
+
+    hashes: dict[str, str]
+    stats: dict[str, Stat | None]
+
+    @classmethod
+    def look(cls, folder: str, known: dict[str, dag_reads.KnownFile]) -> _Found:
+        now = time.time_ns()
+        hashes: dict[str, str] = {}
+        stats: dict[str, Stat | None] = {}
+        for path, stat in discovery.stats(folder).items():
+            k = known.get(path)
+            hashes[path] = k.content_hash if k and k.stat == stat else discovery.file_hash(path)
+            stats[path] = stat if discovery.settled(stat, now) else None
+        return cls(hashes, stats)
+
+    def restat(self, known: dict[str, dag_reads.KnownFile], changed: dict) -> dict[str, Stat]:
+        """The files kept as parsed whose stat to record is not the one recorded: touched
+        (their content is the same), or settled since their parse."""
+        return {
+            p: s
+            for p, s in self.stats.items()
+            if s is not None and p in known and p not in changed and known[p].stat != s
+        }
+
+
+def _parse(changed: dict[str, str], timeout: float | None) -> dict[str, parser.FileResult]:
+    """Import the changed files in parse children. The parser is imported here: a sync
+    with nothing to parse forks no child and loads none of what parsing needs."""
+    if not changed:
+        return {}
+    from dagrun.parsing import parser
+
+    return parser.parse_files(changed, parser.DEFAULT_TIMEOUT if timeout is None else timeout)
 
 
 def choose_folder(asked: str, bound: str | None, known: list[str]) -> FolderChoice:
@@ -144,6 +206,8 @@ _MOVE = "`dagrun db rebind-folder PATH` moves the store to another folder"
 def rebind_folder(store: Store, folder: str) -> SyncReport:
     """Move the store to another dags folder, audited, and sync it: DAGs whose files are
     not in the new folder go, the new folder's come (their runs stay, by DAG id)."""
+    from dagrun.store import audit, registry
+
     folder = os.path.abspath(folder)
     if not os.path.isdir(folder):
         raise UsageError(f"no folder {folder}: give the dags folder the store should serve")
@@ -161,16 +225,27 @@ def _inside(path: str, folder: str) -> bool:
 def _parsed(
     result: parser.FileResult,
     owners: dict[str, str],
-    found: dict[str, str],
+    found: _Found,
     kept: tuple[str, ...] | None,
 ) -> registry.ParsedFile:
     """What the registry records of one parsed file. A file that failed but had good DAGs
     keeps owning them (``kept``): they run on as last parsed, beside the error."""
+    from dagrun.store import registry
+
     specs, error, line = _resolve_duplicates(result, owners)
-    helpers = tuple(h for h in result.depends_on if h in found)
+    helpers = tuple(h for h in result.depends_on if h in found.hashes)
     good = _source(result.path, result.content_hash) if error is None else None
     return registry.ParsedFile(
-        result.path, result.content_hash, specs, error, line, helpers, kept, good, result.warnings
+        result.path,
+        result.content_hash,
+        specs,
+        error,
+        line,
+        helpers,
+        kept,
+        good,
+        result.warnings,
+        found.stats.get(result.path),
     )
 
 

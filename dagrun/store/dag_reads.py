@@ -18,6 +18,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dagrun.errors import DagNotFound
+from dagrun.parsing.discovery import Stat
 from dagrun.parsing.spec import DagSpec, FileWarning, spec_from
 from dagrun.states import TaskState
 from dagrun.store import sql
@@ -40,6 +41,9 @@ class KnownFile:
     error: str | None
     error_line: int | None
     depends_on: tuple[str, ...] = ()
+    #: The size and modification time ``content_hash`` was read at; None where they could
+    #: not tell the file's next edit (``parsing.discovery.settled``).
+    stat: Stat | None = None
 
 
 @dataclass(frozen=True)
@@ -66,6 +70,7 @@ def known_files(conn: Connection) -> dict[str, KnownFile]:
             r.error,
             r.error_line,
             tuple(json.loads(r.depends_on or "[]")),
+            None if r.size is None or r.mtime_ns is None else Stat(r.size, r.mtime_ns),
         )
         for r in rows
     }

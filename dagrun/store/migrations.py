@@ -235,6 +235,12 @@ MIGRATIONS: dict[int, list[str] | dict[str, list[str]]] = {
             ("postgresql", "SERIAL", "TIMESTAMP WITH TIME ZONE"),
         )
     },
+    # A DAG file's size and modification time beside its hash: a sync with nothing changed
+    # reads no file (the files recorded before have none, so each is hashed once more).
+    12: [
+        "ALTER TABLE dag_file ADD COLUMN size BIGINT",
+        "ALTER TABLE dag_file ADD COLUMN mtime_ns BIGINT",
+    ],
 }
 
 

@@ -3,7 +3,7 @@ statement is rendered: the schema's version (``engine`` reads it without loading
 schema's tables) and the channel that announces queued work."""
 
 #: Bump when the schema changes, and add the step to ``migrations.MIGRATIONS``.
-SCHEMA_VERSION = 11
+SCHEMA_VERSION = 12
 
 #: Every transaction that puts tasks in the queue on PostgreSQL sends one notification on
 #: this channel when it commits, so an idle worker claims them at once, not at its next poll.

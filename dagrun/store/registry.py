@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from dagrun.errors import DagNotFound
+from dagrun.parsing.discovery import Stat
 from dagrun.parsing.spec import DagSpec, FileWarning, digest_of
 from dagrun.store import asset_triggers, dag_reads, sql
 
@@ -44,6 +45,9 @@ class ParsedFile:
     dag_ids: tuple[str, ...] | None = None
     good_source: str | None = None
     warnings: tuple[FileWarning, ...] = ()
+    #: The size and modification time its content was read at, where they tell its next
+    #: edit (``dag_reads.KnownFile.stat``).
+    stat: Stat | None = None
 
 
 def save_file(
@@ -74,11 +78,23 @@ def save_files(conn: Connection, files: list[ParsedFile], now: datetime) -> None
             "b_depends_on": json.dumps(sorted(f.depends_on)),
             "b_good_source": f.good_source,
             "b_warnings": json.dumps([w.to_json() for w in f.warnings]),
+            "b_size": f.stat.size if f.stat else None,
+            "b_mtime_ns": f.stat.mtime_ns if f.stat else None,
         }
         for f in files
     ]
     sql.execute_many(conn, Q.UPSERT_DAG_FILES, rows)
     save_dags(conn, [spec for f in files for spec in f.specs], now)
+
+
+def record_stats(conn: Connection, stats: dict[str, Stat]) -> None:
+    """Record the stats of files whose content is the one recorded (path -> stat), so the
+    next sync takes them as unchanged without reading them."""
+    sql.execute_many(
+        conn,
+        Q.RECORD_FILE_STATS,
+        [{"b_path": p, "b_size": s.size, "b_mtime_ns": s.mtime_ns} for p, s in stats.items()],
+    )
 
 
 def save_dag(conn: Connection, spec: DagSpec, now: datetime) -> None:

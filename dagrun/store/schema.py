@@ -112,6 +112,11 @@ dag_file = Table(
     # JSON list of the file's warnings from its last parse (arguments accepted but not acted
     # on), each {"line", "message"}.
     Column("warnings", Text),
+    # The file's size and modification time (ns) when content_hash was read: a sync that
+    # finds them unchanged reads the file no more (``parsing.discovery``); null while the
+    # file was too recent for them to tell its next edit.
+    Column("size", BigInteger),
+    Column("mtime_ns", BigInteger),
 )
 
 dag = Table(

@@ -3,14 +3,20 @@ folder."""
 
 from __future__ import annotations
 
+import os
 import textwrap
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
+from sqlalchemy import update
 
 from dagrun.errors import DagNotFound, UsageError
+from dagrun.parsing import discovery, parser
+from dagrun.parsing.discovery import Stat
 from dagrun.runtime.dag_sync import choose_folder, rebind_folder, sync_dags
-from dagrun.store import Store, audit, dag_reads, registry
+from dagrun.store import Store, audit, dag_reads, registry, schema
 from tests.helpers import write_dag
 
 
@@ -131,6 +137,152 @@ def test_touching_a_file_without_changing_it_does_not_reimport(
     path.write_text(path.read_text())
     assert sync(sqlite_store, dags_dir).parsed == []
     assert imports(counter) == ["one"]
+
+
+def settle(path: Path, seconds_ago: float) -> int:
+    """Give ``path`` a modification time ``seconds_ago`` in the past, past the clock tick of
+    any write to come (``discovery.settled``); its new ``mtime_ns``."""
+    mtime = time.time_ns() - int(seconds_ago * 1e9)
+    os.utime(path, ns=(mtime, mtime))
+    return mtime
+
+
+@dataclass
+class Watched:
+    """What syncs did beside reading the store: parse children forked, files read and
+    hashed, write transactions opened."""
+
+    forks: list[object] = field(default_factory=list)
+    hashed: list[str] = field(default_factory=list)
+    writes: list[Store] = field(default_factory=list)
+
+    def clear(self) -> None:
+        self.forks.clear()
+        self.hashed.clear()
+        self.writes.clear()
+
+
+@pytest.fixture
+def watch(monkeypatch) -> Watched:
+    watched = Watched()
+
+    class CountedChild(parser._ParseChild):
+        def __init__(self) -> None:
+            super().__init__()
+            watched.forks.append(self)
+
+    def file_hash(path: str) -> str:
+        watched.hashed.append(path)
+        return real_hash(path)
+
+    def write(store: Store):
+        watched.writes.append(store)
+        return real_write(store)
+
+    real_hash, real_write = discovery.file_hash, Store.write
+    monkeypatch.setattr(parser, "_ParseChild", CountedChild)
+    monkeypatch.setattr(discovery, "file_hash", file_hash)
+    monkeypatch.setattr(Store, "write", write)
+    return watched
+
+
+def known_stat(store: Store, path: Path) -> Stat | None:
+    with store.read() as conn:
+        return dag_reads.known_files(conn)[str(path)].stat
+
+
+def test_a_sync_with_nothing_changed_forks_no_child_reads_no_file_and_writes_nothing(
+    store: Store, dags_dir: Path, watch: Watched
+):
+    """What every scheduler tick and ``dags list`` pays when nothing changed: one read
+    transaction and a stat per file."""
+    paths = [
+        write_dag(dags_dir, "shared.py", 'COMMAND = "echo"\n'),
+        write_dag(dags_dir, "user.py", USES_HELPER.format(module="shared", dag_id="user")),
+        write_dag(dags_dir, "bad.py", "x = 1 / 0\n"),
+        write_dag(dags_dir, "plain.py", simple_dag("plain")),
+    ]
+    for path in paths:
+        settle(path, 60)
+    first = sync(store, dags_dir)
+    assert len(first.parsed) == 4 and watch.forks and len(watch.writes) == 1
+    watch.clear()
+    again = sync(store, dags_dir)
+    assert (again.parsed, again.unchanged, again.removed) == ([], 4, [])
+    assert (watch.forks, watch.hashed, watch.writes) == ([], [], [])
+    assert set(active(store)) == {"user", "plain"} and str(paths[2]) in errors(store)
+
+
+def test_a_touched_file_keeps_its_parse_and_an_edit_of_the_same_size_is_parsed(
+    sqlite_store: Store, dags_dir: Path, tmp_path: Path, watch: Watched
+):
+    """A new modification time with the same content (``touch``, a copy over itself) is
+    read once, keeps its parse and has its stat recorded; an edit that keeps the size but
+    not the modification time is parsed."""
+    counter = tmp_path / "imports.txt"
+    path = write_dag(dags_dir, "one.py", counting_dag("one", counter, extra="a"))
+    settle(path, 60)
+    sync(sqlite_store, dags_dir)
+    touched = settle(path, 30)
+    watch.clear()
+    report = sync(sqlite_store, dags_dir)
+    assert (report.parsed, imports(counter), watch.forks) == ([], ["one"], [])
+    assert watch.hashed == [str(path)] and len(watch.writes) == 1
+    assert known_stat(sqlite_store, path) == Stat(path.stat().st_size, touched)
+    watch.clear()
+    assert sync(sqlite_store, dags_dir).parsed == []
+    assert (watch.hashed, watch.writes) == ([], [])
+
+    size = path.stat().st_size
+    write_dag(dags_dir, "one.py", counting_dag("one", counter, extra="b"))
+    edited = settle(path, 10)
+    assert path.stat().st_size == size
+    assert sync(sqlite_store, dags_dir).parsed == [str(path)]
+    assert imports(counter) == ["one", "one"]
+    assert known_stat(sqlite_store, path) == Stat(size, edited)
+
+
+def test_an_edit_within_the_clock_tick_of_the_write_before_is_parsed(
+    sqlite_store: Store, dags_dir: Path, tmp_path: Path
+):
+    """A file written moments ago may be edited again within the same tick of the file
+    system's clock, keeping its size and modification time: its stat is not trusted until
+    it is older than any such tick, so the edit is found by its hash."""
+    counter = tmp_path / "imports.txt"
+    path = write_dag(dags_dir, "one.py", counting_dag("one", counter, extra="a"))
+    sync(sqlite_store, dags_dir)
+    assert known_stat(sqlite_store, path) is None
+    same_tick = path.stat().st_mtime_ns
+    write_dag(dags_dir, "one.py", counting_dag("one", counter, extra="b"))
+    os.utime(path, ns=(same_tick, same_tick))
+    assert sync(sqlite_store, dags_dir).parsed == [str(path)]
+    assert imports(counter) == ["one", "one"]
+    settled = settle(path, 60)
+    assert sync(sqlite_store, dags_dir).parsed == []
+    assert known_stat(sqlite_store, path) == Stat(path.stat().st_size, settled)
+
+
+def test_files_recorded_without_a_stat_are_read_once_more_then_no_more(
+    store: Store, dags_dir: Path, watch: Watched
+):
+    """Files recorded before stats were (a store migrated from schema version 11) are read
+    and hashed at the next sync, which records their stats without parsing them."""
+    paths = [write_dag(dags_dir, f"d{i}.py", simple_dag(f"d{i}")) for i in range(3)]
+    for path in paths:
+        settle(path, 60)
+    sync(store, dags_dir)
+    with store.write() as conn:
+        conn.execute(update(schema.dag_file).values(size=None, mtime_ns=None))
+    watch.clear()
+    assert sync(store, dags_dir).parsed == []
+    assert (sorted(watch.hashed), len(watch.writes), watch.forks) == (
+        sorted(map(str, paths)),
+        1,
+        [],
+    )
+    watch.clear()
+    assert sync(store, dags_dir).parsed == []
+    assert (watch.hashed, watch.writes) == ([], [])
 
 
 def test_a_new_file_is_parsed_alone(sqlite_store: Store, dags_dir: Path, tmp_path):

@@ -204,6 +204,11 @@ VERSION_8_FROM_9 = ["DROP TABLE xcom", "ALTER TABLE dag_file DROP COLUMN warning
 VERSION_9_FROM_10 = ["DROP TABLE asset_trigger"]
 #: Undoes migration 11: no heartbeats, accounts or API tokens.
 VERSION_10_FROM_11 = ["DROP TABLE api_token", "DROP TABLE account", "DROP TABLE heartbeat"]
+#: Undoes migration 12: DAG files without their size and modification time.
+VERSION_11_FROM_12 = [
+    "ALTER TABLE dag_file DROP COLUMN mtime_ns",
+    "ALTER TABLE dag_file DROP COLUMN size",
+]
 
 
 #: Undoes migration 7 (both engines): no sensor columns, variables, connections or assets.
@@ -301,14 +306,15 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     the audit log name runs (4), adds the callback outbox and task caps (5), map indexes
     (6), sensor columns, variables, connections and assets (7), the indexes retention
     deletes by (8), XComs and file warnings (9), what asset-triggered runs consumed (10),
-    heartbeats, accounts and API tokens (11), keeps every run, task instance and attempt,
-    records 11."""
+    heartbeats, accounts and API tokens (11), DAG files' sizes and modification times
+    (12), keeps every run, task instance and attempt, records 12."""
     spec = make_spec()
     start(store, spec, 2, 2)
     claim(store, limit=1)
     with store.write() as conn:
         for statement in (
-            VERSION_10_FROM_11
+            VERSION_11_FROM_12
+            + VERSION_10_FROM_11
             + VERSION_9_FROM_10
             + VERSION_8_FROM_9
             + VERSION_7_FROM_8
@@ -330,7 +336,7 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
     migrated = Store(store.url)
     try:
         with migrated.read() as conn:
-            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 11
+            assert migrated.schema_version(conn) == schema.SCHEMA_VERSION == 12
             for table, index in [("callback", "ix_callback_run"), ("partition_write", None)]:
                 names = {i["name"] for i in inspect(conn).get_indexes(table)}
                 assert (index or "ix_partition_write_run") in names
@@ -338,7 +344,8 @@ def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Stor
             assert {"variable", "connection", "asset_event", "asset_consumed", "xcom"} <= tables
             assert "asset_trigger" in tables
             assert {"heartbeat", "account", "api_token"} <= tables
-            assert "warnings" in {c["name"] for c in inspect(conn).get_columns("dag_file")}
+            file_columns = {c["name"] for c in inspect(conn).get_columns("dag_file")}
+            assert {"warnings", "size", "mtime_ns"} <= file_columns
             assert {"callback", "dag_cap"} <= set(inspect(conn).get_table_names())
             assert "run_id" in {c["name"] for c in inspect(conn).get_columns("audit_log")}
             run_indexes = {i["name"] for i in inspect(conn).get_indexes("dag_run")}
@@ -373,14 +380,14 @@ def test_a_version_9_database_gets_the_record_of_asset_triggered_runs(store: Sto
     spec = make_spec()
     start(store, spec, 1, 1)
     with store.write() as conn:
-        for statement in VERSION_10_FROM_11 + VERSION_9_FROM_10:
+        for statement in VERSION_11_FROM_12 + VERSION_10_FROM_11 + VERSION_9_FROM_10:
             conn.exec_driver_sql(statement)
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="9"))
     store.dispose()
     migrated = Store(store.url)
     try:
         with migrated.write() as conn:
-            assert migrated.schema_version(conn) == 11
+            assert migrated.schema_version(conn) == 12
             pk = inspect(conn).get_pk_constraint("asset_trigger")["constrained_columns"]
             assert pk == ["run_pk", "event_id"]
             [fk] = inspect(conn).get_foreign_keys("asset_trigger")
@@ -892,7 +899,7 @@ def test_a_version_10_database_gets_heartbeats_accounts_and_tokens(store: Store)
     """Migration 11 adds ``heartbeat``, ``account`` and ``api_token`` (gone with its account)."""
     start(store, make_spec(), 1, 1)
     with store.write() as conn:
-        for statement in VERSION_10_FROM_11:
+        for statement in VERSION_11_FROM_12 + VERSION_10_FROM_11:
             conn.exec_driver_sql(statement)
         conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="10"))
     store.dispose()
@@ -900,7 +907,7 @@ def test_a_version_10_database_gets_heartbeats_accounts_and_tokens(store: Store)
     try:
         now = datetime.now(UTC)
         with migrated.write() as conn:
-            assert migrated.schema_version(conn) == 11
+            assert migrated.schema_version(conn) == 12
             conn.execute(
                 insert(schema.account).values(name="ana", password_hash="x", created_at=now)
             )
@@ -911,5 +918,24 @@ def test_a_version_10_database_gets_heartbeats_accounts_and_tokens(store: Store)
             conn.execute(delete(schema.account).where(schema.account.c.name == "ana"))
         assert count(migrated, schema.api_token) == 0, "deleted with its account"
         assert count(migrated, schema.heartbeat) == 0
+    finally:
+        migrated.dispose()
+
+
+def test_a_version_11_database_gets_the_stats_of_dag_files(store: Store):
+    """Migration 12 adds a DAG file's size and modification time; the files recorded before
+    have none (the next sync reads them once more and records them)."""
+    with store.write() as conn:
+        registry.save_file(conn, "/dags/one.py", "a hash", [], None, None, datetime.now(UTC))
+        for statement in VERSION_11_FROM_12:
+            conn.exec_driver_sql(statement)
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="11"))
+    store.dispose()
+    migrated = Store(store.url)
+    try:
+        with migrated.read() as conn:
+            assert migrated.schema_version(conn) == 12
+            [row] = conn.execute(select(schema.dag_file)).mappings().all()
+        assert (row["path"], row["size"], row["mtime_ns"]) == ("/dags/one.py", None, None)
     finally:
         migrated.dispose()

@@ -24,8 +24,20 @@ from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
 
 KNOWN_FILES = Statement(
-    "Every DAG file parsed: its hash, its DAGs, its error and the helpers it imports.",
-    select(*dag_file.c["path", "content_hash", "dag_ids", "error", "error_line", "depends_on"]),
+    "Every DAG file parsed: its hash, its DAGs, its error, the helpers it imports, and the "
+    "size and modification time its hash was read at.",
+    select(
+        *dag_file.c[
+            "path",
+            "content_hash",
+            "dag_ids",
+            "error",
+            "error_line",
+            "depends_on",
+            "size",
+            "mtime_ns",
+        ]
+    ),
 )
 
 

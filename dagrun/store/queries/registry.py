@@ -10,14 +10,34 @@ from dagrun.store.sql import bind as _b
 from dagrun.store.sql import bind_list as _many
 
 UPSERT_DAG_FILES = Statement(
-    "Record parsed files: content hash, DAG ids, import error, helper files, warnings, and "
-    "the source of a parse that succeeded (a failed parse keeps the last good one).",
+    "Record parsed files: content hash (and the size and modification time it was read at), "
+    "DAG ids, import error, helper files, warnings, and the source of a parse that "
+    "succeeded (a failed parse keeps the last good one).",
     upsert(
         dag_file,
         "path",
-        ("content_hash", "parsed_at", "dag_ids", "error", "error_line", "depends_on", "warnings"),
+        (
+            "content_hash",
+            "parsed_at",
+            "dag_ids",
+            "error",
+            "error_line",
+            "depends_on",
+            "warnings",
+            "size",
+            "mtime_ns",
+        ),
         kept_if_null=("good_source",),
     ),
+)
+
+
+RECORD_FILE_STATS = Statement(
+    "Record the size and modification time of files whose content is the one recorded "
+    "(touched, or settled since they were parsed), so the next sync reads them no more.",
+    update(dag_file)
+    .where(dag_file.c.path == _b("path"))
+    .values(size=_b("size"), mtime_ns=_b("mtime_ns")),
 )
 
 
