@@ -17,7 +17,6 @@ import os
 import sqlite3
 import sys
 import time
-import weakref
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -31,11 +30,9 @@ from dagrun.errors import (
     OutageTooLong,
     StoreDamaged,
     StoreError,
-    StoreFolderMissing,
     StoreFull,
     StoreLocked,
     StoreUnavailable,
-    UsageError,
 )
 from dagrun.store import direct, rendered, sql
 from dagrun.store.direct import DirectConnection, DirectPool
@@ -50,6 +47,15 @@ from dagrun.store.outage import (
     where,
 )
 from dagrun.store.protocol import SCHEMA_VERSION, WORK_CHANNEL
+from dagrun.store.sqlalchemy_engine import (
+    PG_CONNECT_ARGS,
+    SQLITE_SYNCHRONOUS,
+    dagrun_home,
+    foreign_keys_back_on,
+    make_engine,
+    sqlite_folder,
+    total_changes,
+)
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -58,29 +64,21 @@ if TYPE_CHECKING:
 Q = sql.Catalogue("dagrun.store.queries.engine", "engine.")
 
 log = logging.getLogger("dagrun.store")
-_ENGINES: weakref.WeakSet[Engine] = weakref.WeakSet()
-
-#: WAL with NORMAL is always consistent and survives any process crash; only an OS crash or
-#: power cut can roll back the last commits, which every dagrun transition tolerates (a task
-#: that ran again rewrites the same partition). FULL adds an fsync per commit.
-SQLITE_SYNCHRONOUS: str = settings.get("database.sqlite_synchronous").upper()
-
-
-def _dispose_after_fork() -> None:
-    """A forked child must never reuse its parent's connections (it would corrupt them)."""
-    for engine in list(_ENGINES):
-        engine.dispose(close=False)
-
-
-os.register_at_fork(after_in_child=_dispose_after_fork)
-
-
-def dagrun_home() -> Path:
-    return Path(settings.get("core.home")).absolute()
 
 
 def default_url() -> str:
     return f"sqlite:///{dagrun_home() / 'dagrun.db'}"
+
+
+def store_url(url: str | None = None) -> str:
+    """``url``, else the setting ``core.db_url``, else SQLite under ``DAGRUN_HOME``."""
+    return normalise_url(url or settings.get("core.db_url") or default_url())
+
+
+def not_made_yet(url: str | None = None) -> bool:
+    """Whether the store at ``store_url(url)`` is a SQLite file that does not exist yet."""
+    database = _sqlite_file(store_url(url))
+    return database is not None and not os.path.exists(database)
 
 
 def normalise_url(url: str) -> str:
@@ -132,7 +130,7 @@ class Store:
         ``direct`` (what commands ask for): a SQLite file is used on Python's own driver
         (``direct``), SQLAlchemy's engine only to create or migrate the schema; a caller
         that runs SQLAlchemy expressions on the store's connections leaves it off."""
-        self.url = normalise_url(url or settings.get("core.db_url") or default_url())
+        self.url = store_url(url)
         self.health: Health | None = None
         self._only_home_folder = only_home_folder
         database = _sqlite_file(self.url) if direct else None
@@ -140,7 +138,7 @@ class Store:
         if database is None:
             self.dialect: str = self.engine.dialect.name
         else:
-            _sqlite_folder(self.url, Path(database).absolute().parent, only_home_folder)
+            sqlite_folder(self.url, Path(database).absolute().parent, only_home_folder)
             self._direct = DirectPool(
                 self.url,
                 database,
@@ -156,9 +154,7 @@ class Store:
     def engine(self) -> Engine:
         """SQLAlchemy's engine (made on first use: a direct store makes it only to create
         or migrate the schema)."""
-        engine = _make_engine(self.url, self._only_home_folder)
-        _ENGINES.add(engine)
-        return engine
+        return make_engine(self.url, self._only_home_folder)
 
     def __repr__(self) -> str:
         return f"<Store {where(self.url) if self._direct else _shown(self.engine)}>"
@@ -227,15 +223,15 @@ class Store:
             with processes.FORK_GUARD.using(), self.engine.connect() as conn:
                 if options:
                     conn = conn.execution_options(**options)
-                changes = _changes(conn)
+                changes = total_changes(conn)
                 try:
                     with conn.begin():
                         yield conn
                 finally:
                     if options.get("dagrun_schema") and self.dialect == "sqlite":
-                        _foreign_keys_back_on(conn)
+                        foreign_keys_back_on(conn)
                 wrote = bool(options.get("dagrun_write")) and (
-                    changes is None or _changes(conn) != changes
+                    changes is None or total_changes(conn) != changes
                 )
         except driver_errors(*VALUE_ERRORS) as exc:
             self._failed(exc)
@@ -436,7 +432,7 @@ class Listener:
         import psycopg
 
         args, kwargs = engine.dialect.create_connect_args(engine.url)
-        kwargs = {**_PG_CONNECT_ARGS, **kwargs, "autocommit": True}
+        kwargs = {**PG_CONNECT_ARGS, **kwargs, "autocommit": True}
         self._conn = psycopg.connect(*args, **kwargs)
         self._conn.execute(f"LISTEN {WORK_CHANNEL}")
 
@@ -472,140 +468,3 @@ def _migrate(conn: Connection, version: int) -> None:
         .where(schema.meta.c.key == "schema_version")
         .values(value=str(SCHEMA_VERSION))
     )
-
-
-#: What to install for a URL's driver (SQLAlchemy's default driver of each backend).
-_DRIVER_PACKAGES = {
-    "postgresql": "'dagrun[postgres]'",
-    "mysql": "mysqlclient",
-    "mysql+pymysql": "pymysql",
-    "mariadb": "mariadb",
-    "mssql": "pyodbc",
-    "oracle": "oracledb",
-}
-
-
-def _missing_driver(parsed, exc: Exception) -> str:
-    """One line naming what to install; dagrun is tested on SQLite and PostgreSQL only."""
-    package = _DRIVER_PACKAGES.get(parsed.drivername) or _DRIVER_PACKAGES.get(
-        parsed.get_backend_name()
-    )
-    if package is None:
-        return f"--db {parsed.drivername}:// is not supported by this install ({exc})"
-    return f"--db {parsed.drivername}:// needs a driver this install lacks: pip install {package}"
-
-
-#: A connection attempt gives up after this long, and a dead peer is noticed by TCP
-#: keepalives, so an outage is seen as an error, never as a hang.
-_PG_CONNECT_ARGS = {
-    "connect_timeout": 10,
-    "keepalives": 1,
-    "keepalives_idle": 15,
-    "keepalives_interval": 5,
-    "keepalives_count": 3,
-}
-
-
-#: A dagrun transaction lasts milliseconds. One left open this long belongs to a process
-#: that was paused (or hung) inside it: PostgreSQL ends it, so the row locks it holds stop
-#: blocking every other worker; the paused process finds its transaction gone and retries.
-IDLE_IN_TRANSACTION_MS: int = settings.get("database.pg_idle_in_transaction_ms")
-
-
-def _connect_args(parsed) -> dict[str, object]:
-    """PostgreSQL's timeouts and keepalives, unless the URL sets its own; the session
-    setting is added to the URL's own ``options``."""
-    if parsed.get_backend_name() != "postgresql":
-        return {}
-    args: dict[str, object] = {k: v for k, v in _PG_CONNECT_ARGS.items() if k not in parsed.query}
-    options = parsed.query.get("options", "")
-    if "idle_in_transaction_session_timeout" not in options:
-        setting = f"-c idle_in_transaction_session_timeout={IDLE_IN_TRANSACTION_MS}"
-        args["options"] = f"{options} {setting}".strip()
-    return args
-
-
-def _make_engine(url: str, only_home_folder: bool) -> Engine:
-    from sqlalchemy import create_engine, event
-    from sqlalchemy.engine import make_url
-    from sqlalchemy.exc import ArgumentError, NoSuchModuleError
-
-    try:
-        parsed = make_url(url)
-    except ArgumentError:
-        raise UsageError(
-            f"--db {url!r} is not a database URL (e.g. sqlite:////path/dagrun.db or "
-            "postgresql://user@host:5432/db)"
-        ) from None
-    if parsed.get_backend_name() != "sqlite":
-        try:
-            return create_engine(
-                url,
-                pool_pre_ping=True,
-                pool_size=5,
-                max_overflow=5,
-                connect_args=_connect_args(parsed),
-            )
-        except (NoSuchModuleError, ModuleNotFoundError) as exc:
-            raise UsageError(_missing_driver(parsed, exc)) from None
-    database = parsed.database
-    if database and database != ":memory:":
-        _sqlite_folder(url, Path(database).absolute().parent, only_home_folder)
-    # How long a writer waits for another's write lock before it gives up (StoreLocked):
-    # writers hold it for milliseconds, so only a stuck process makes another wait this long.
-    busy = settings.get("database.sqlite_busy_seconds")
-    engine = create_engine(url, connect_args={"timeout": busy})
-    event.listen(engine, "connect", functools.partial(_sqlite_connect, busy_seconds=busy))
-    event.listen(engine, "begin", _sqlite_begin)
-    return engine
-
-
-def _sqlite_folder(url: str, folder: Path, only_home_folder: bool) -> None:
-    """Make a SQLite file's folder. A folder the command line names outside ``DAGRUN_HOME``
-    (whose own folder the default store makes) is more likely a typo to report than a
-    folder to make."""
-    if folder.is_dir():
-        return
-    home = dagrun_home()
-    if only_home_folder and folder != home and home not in folder.parents:
-        raise StoreFolderMissing(url, str(folder))
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StoreError(f"cannot create the SQLite folder {folder}: {exc}") from exc
-
-
-def _sqlite_connect(dbapi_conn, _record, *, busy_seconds: float) -> None:
-    direct.set_up(dbapi_conn, busy_seconds=busy_seconds, synchronous=SQLITE_SYNCHRONOUS)
-
-
-def _changes(conn: Connection) -> int | None:
-    """SQLite's count of rows this connection has changed, to tell a transaction that wrote
-    from one that only read; None elsewhere (a PostgreSQL write counts as one that wrote)."""
-    raw = conn.connection.dbapi_connection
-    return getattr(raw, "total_changes", None)
-
-
-def _foreign_keys_back_on(conn: Connection) -> None:
-    """After a schema transaction (foreign keys off, see ``_migrate``): on again, which
-    SQLite only allows between transactions. A connection where that fails is dropped, never
-    reused without them; keeping the others spares closing the database's last connection,
-    which checkpoints its log."""
-    try:
-        raw = conn.connection.dbapi_connection
-        assert raw is not None  # the connection is open: it just ran the transaction
-        raw.execute("PRAGMA foreign_keys=ON")
-        if raw.execute("PRAGMA foreign_keys").fetchone()[0] == 1:
-            return
-    except Exception:  # any failure: the connection is dropped below
-        pass
-    conn.invalidate()
-
-
-def _sqlite_begin(conn: Connection) -> None:
-    """Open SQLite's transaction: ``BEGIN IMMEDIATE`` for a writer. Run on the driver's
-    cursor (``sql``), as every statement of a group commit is: it begins every one."""
-    options = conn.get_execution_options()
-    if options.get("dagrun_schema"):  # see ``_migrate``; only before a transaction begins
-        conn.exec_driver_sql("PRAGMA foreign_keys=OFF")
-    sql.execute(conn, Q.BEGIN_WRITE if options.get("dagrun_write") else Q.BEGIN_READ)
