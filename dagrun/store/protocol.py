@@ -5,6 +5,7 @@ schema's tables) and the channel that announces queued work."""
 #: Bump when the schema changes, and add the step to ``migrations.MIGRATIONS``.
 SCHEMA_VERSION = 12
 
-#: Every transaction that puts tasks in the queue on PostgreSQL sends one notification on
-#: this channel when it commits, so an idle worker claims them at once, not at its next poll.
+#: A transaction that leaves queued tasks for others on PostgreSQL (it queued more than it
+#: claimed itself) sends one notification on this channel when it commits, so an idle
+#: worker claims them at once, not at its next poll.
 WORK_CHANNEL = "dagrun_work"
