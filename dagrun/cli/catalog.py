@@ -56,9 +56,11 @@ COMMANDS = {
     "worker": Entry("services", "A worker only: claims and runs tasks."),
 }
 
-#: Commands that usually parse DAG files: they get a parse child forked before the store is
-#: imported (see ``parser.prefork``); but not those of ``READING_ONLY``, which read files
-#: without importing them (``dags check-airflow``).
+#: Commands that sync the DAG files: on a store not made yet, whose first sync parses every
+#: file, they get their parse children forked before the store is imported (see
+#: ``parser.prefork``); on a store made before, a child is forked only for a file that
+#: changed (most often none). Not those of ``READING_ONLY``, which read files without
+#: importing them (``dags check-airflow``).
 PARSING_COMMANDS = {"dags", "backfill", "run", "trigger", "clear", "test", "tasks", "scheduler"}
 READING_ONLY = {("dags", "check-airflow")}
 
@@ -154,7 +156,7 @@ class LazyGroup(click.Group):
         rest = invoked[1:] if invoked else ()
         helping = "-h" in rest or "--help" in rest
         parses = name in PARSING_COMMANDS and (name, *rest[:1]) not in READING_ONLY
-        if invoked and parses and not helping:
+        if invoked and parses and not helping and _makes_its_store(ctx):
             from dagrun import settings
             from dagrun.parsing import parser
 
@@ -178,6 +180,13 @@ class LazyGroup(click.Group):
 
 
 _ARGS = "dagrun.args"
+
+
+def _makes_its_store(ctx: click.Context) -> bool:
+    """Whether the command's store (``--db``, else the settings') is not made yet."""
+    from dagrun.store.engine import not_made_yet
+
+    return not_made_yet(ctx.params.get("db"))
 
 
 def _check_subcommand(ctx: click.Context, command: click.Command | None, args: list[str]) -> None:
