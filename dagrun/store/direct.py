@@ -103,20 +103,19 @@ def table_names(driver: Any) -> set[str]:
 
 class DirectPool:
     """The connections of this process, kept between transactions (opening one costs its
-    pragmas): each thread takes one of its own that is free, so a transaction opened inside
-    another gets a second. A forked child opens its own: it never uses, or closes, its
-    parent's (closing one there could end the parent's locks)."""
+    pragmas, closing the last one a checkpoint): a transaction takes any free one, whatever
+    its thread, so a process whose threads take turns opens one or two, and a transaction
+    opened inside another gets a second. A forked child opens its own: it never uses, or
+    closes, its parent's (closing one there could end the parent's locks)."""
 
     def __init__(self, url: str, database: str, *, busy_seconds: float, synchronous: str) -> None:
         self.url = url
         self.database = database
         self._busy_seconds = busy_seconds
         self._synchronous = synchronous
-        self._local = threading.local()
         self._pid = os.getpid()
-        #: Every open connection, by the thread that opened it (kept, when that thread has
-        #: ended, until the next one opens: then closed).
-        self._open: dict[int, list[sqlite3.Connection]] = {}
+        self._free: list[sqlite3.Connection] = []
+        self._open: list[sqlite3.Connection] = []
         self._inherited: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
 
@@ -124,9 +123,8 @@ class DirectPool:
     def transaction(self, *, write: bool) -> Iterator[DirectConnection]:
         """A transaction committed when the block ends, rolled back if it raises; a
         connection whose transaction failed in the driver is dropped, never reused."""
-        free = self._free()
-        driver = free.pop() if free else self._connect()
-        conn = DirectConnection(driver, self.url)
+        conn = DirectConnection(self._take(), self.url)
+        driver = conn.driver
         try:
             driver.execute("BEGIN IMMEDIATE" if write else "BEGIN")
             yield conn
@@ -135,60 +133,46 @@ class DirectPool:
             with contextlib.suppress(sqlite3.Error):
                 if driver.in_transaction:
                     driver.execute("ROLLBACK")
-            if isinstance(exc, sqlite3.Error):
-                self._drop(driver)
-                raise
-            self._give_back(conn, free)
+            self._give_back(conn, broken=isinstance(exc, sqlite3.Error))
             raise
-        self._give_back(conn, free)
+        self._give_back(conn, broken=False)
 
-    def _give_back(self, conn: DirectConnection, free: list[sqlite3.Connection]) -> None:
-        if conn.detached:
-            self._drop(conn.driver)
-        else:
-            free.append(conn.driver)
-
-    def _free(self) -> list[sqlite3.Connection]:
-        if os.getpid() != self._pid:
-            self._forked()
-        free = getattr(self._local, "free", None)
-        if free is None:
-            free = self._local.free = []
-        return free
-
-    def _connect(self) -> sqlite3.Connection:
+    def _take(self) -> sqlite3.Connection:
+        with self._lock:
+            if os.getpid() != self._pid:
+                self._forked()
+            if self._free:
+                return self._free.pop()
         driver = connect(
             self.database, busy_seconds=self._busy_seconds, synchronous=self._synchronous
         )
-        alive = {t.ident for t in threading.enumerate()}
         with self._lock:
-            ended = [self._open.pop(i) for i in list(self._open) if i not in alive]
-            self._open.setdefault(threading.get_ident(), []).append(driver)
-        _close([d for drivers in ended for d in drivers])
+            self._open.append(driver)
         return driver
 
-    def _forked(self) -> None:
+    def _give_back(self, conn: DirectConnection, *, broken: bool) -> None:
         with self._lock:
-            self._inherited.extend(d for drivers in self._open.values() for d in drivers)
-            self._open = {}
-            self._local = threading.local()
-            self._pid = os.getpid()
+            if conn.driver not in self._open:  # closed meanwhile, or the parent's
+                return
+            if not (broken or conn.detached):
+                self._free.append(conn.driver)
+                return
+            self._open.remove(conn.driver)
+        _close([conn.driver])
 
-    def _drop(self, driver: sqlite3.Connection) -> None:
-        with self._lock:
-            for drivers in self._open.values():
-                if driver in drivers:
-                    drivers.remove(driver)
-        _close([driver])
+    def _forked(self) -> None:
+        """In a forked child (under the lock): keep the parent's connections unused."""
+        self._inherited.extend(self._open)
+        self._open, self._free = [], []
+        self._pid = os.getpid()
 
     def close(self) -> None:
         """Close this process's connections (``Store.dispose``)."""
-        if os.getpid() != self._pid:
-            self._forked()
         with self._lock:
-            opened, self._open = self._open, {}
-            self._local = threading.local()
-        _close([d for drivers in opened.values() for d in drivers])
+            if os.getpid() != self._pid:
+                self._forked()
+            opened, self._open, self._free = self._open, [], []
+        _close(opened)
 
 
 def _close(drivers: list[sqlite3.Connection]) -> None:
