@@ -9,7 +9,6 @@ its own, so that importing ``dagrun`` to write a DAG file does not load the spec
 
 from __future__ import annotations
 
-import hashlib
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, NamedTuple
@@ -62,6 +61,8 @@ class SensorSpec(NamedTuple):
         return wait if self.max_wait is None else min(wait, self.max_wait)
 
     def _backoff(self, n: int, key: str) -> float:
+        import hashlib  # only a sensor with exponential backoff
+
         floor = max(int(self.poke_interval * 2.0 ** (n - 2)), 1)
         digest = hashlib.sha1(f"{key}#{n}".encode(), usedforsecurity=False).hexdigest()
         return float(floor + int(digest, 16) % floor)

@@ -12,7 +12,6 @@ treats "racily clean" files; a younger file is hashed at each sync until it sett
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -63,5 +62,7 @@ def settled(stat: Stat, now_ns: int) -> bool:
 
 def file_hash(path: str) -> str:
     """The hash a file's content is recorded by (and its parse is kept for)."""
+    import hashlib  # only a file whose stat changed is read and hashed
+
     with open(path, "rb") as handle:
         return hashlib.sha1(handle.read()).hexdigest()

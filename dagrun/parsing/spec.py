@@ -7,7 +7,6 @@ topological order (definition order breaks ties), which every view of a DAG reus
 
 from __future__ import annotations
 
-import hashlib
 import json
 from dataclasses import dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
@@ -366,6 +365,8 @@ def _declared(param: Any) -> dict:
 
 def digest_of(spec_json: str) -> str:
     """The hash stored beside a spec's JSON, so caches can tell specs apart cheaply."""
+    import hashlib  # a spec is hashed where it is made, not where it is read
+
     return hashlib.sha1(spec_json.encode()).hexdigest()
 
 

@@ -22,7 +22,6 @@ not on this host), so it can never empty or change the DAG list by looking elsew
 
 from __future__ import annotations
 
-import hashlib
 import os
 import time
 from dataclasses import dataclass, field
@@ -268,6 +267,8 @@ def _keep_last_good(
 def _source(path: str, content_hash: str) -> str | None:
     """A file's text as it parsed (kept so workers can run it while a later edit fails);
     None if it changed since (the next sync parses it again)."""
+    import hashlib  # only a sync that parsed something
+
     try:
         with open(path, "rb") as handle:
             data = handle.read()

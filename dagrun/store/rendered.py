@@ -20,11 +20,11 @@ from __future__ import annotations
 import atexit
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import os
 import pickle
 import sys
+import zlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -55,14 +55,18 @@ def _sqlalchemy_installed() -> str:
 
 
 def fingerprint_of(package: str) -> str:
-    digest = hashlib.sha256(f"{_sqlalchemy_installed()} {sys.version}".encode())
+    """CRC-32 and Adler-32 of every file's name, size and modification time: a cache key
+    that changes with any of them (zlib's checksums, not a cryptographic hash: nothing is
+    secret here, and hashlib's first use loads OpenSSL, a millisecond and a half)."""
+    parts = [f"{_sqlalchemy_installed()} {sys.version};"]
     for folder, subfolders, files in os.walk(package):
         subfolders[:] = sorted(d for d in subfolders if d != "__pycache__")
         for name in sorted(f for f in files if f.endswith(".py")):
             stat = os.stat(os.path.join(folder, name))
             where = f"{folder[len(package) :]}/{name}"
-            digest.update(f"{where} {stat.st_size} {stat.st_mtime_ns};".encode())
-    return digest.hexdigest()[:20]
+            parts.append(f"{where} {stat.st_size} {stat.st_mtime_ns};")
+    text = "".join(parts).encode()
+    return f"{zlib.crc32(text):08x}{zlib.adler32(text):08x}{len(text):x}"
 
 
 def get(dialect: str, name: str) -> Any:

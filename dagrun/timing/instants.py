@@ -7,7 +7,6 @@ day. ``iso`` is the one way dagrun writes an instant for machines (``--json``, t
 
 from __future__ import annotations
 
-import hashlib
 import math
 import os
 import re
@@ -116,6 +115,8 @@ def spread_offset(dag_id: str, window: timedelta | str | int | float) -> timedel
     slots = window // unit
     if slots <= 0:
         return timedelta(0)
+    import hashlib  # only a DAG with a spread pays for loading OpenSSL
+
     digest = hashlib.sha256(dag_id.encode("utf-8")).digest()
     return (int.from_bytes(digest[:8], "big") % slots) * unit
 
