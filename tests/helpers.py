@@ -240,7 +240,7 @@ def attempt_request(path: Path, task_id: str, log_dir: Path | None, dag_id: str,
     ``path`` (a daily interval from 2026-01-05 unless ``logical_date`` says otherwise)."""
     from datetime import UTC, datetime, timedelta
 
-    from dagrun.runtime.runner import AttemptRequest
+    from dagrun.runtime.requests import AttemptRequest
 
     start = fields.setdefault("logical_date", datetime(2026, 1, 5, tzinfo=UTC))
     return AttemptRequest(

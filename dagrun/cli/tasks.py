@@ -22,7 +22,7 @@ from dagrun.errors import DagNotFound, TaskNotFound, UsageError
 from dagrun.parsing.loader import import_file
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.local_run import run_locally
-from dagrun.runtime.runner import AttemptResult
+from dagrun.runtime.requests import AttemptResult
 from dagrun.states import AttemptOutcome, RunState, TaskState
 from dagrun.store import audit, callbacks, logfiles, operator_actions, run_reads, task_reads
 from dagrun.store.runs import run_id_for

@@ -17,8 +17,6 @@ import dataclasses
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 from urllib.parse import quote
 
@@ -33,7 +31,8 @@ from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
 from dagrun.runtime.context import make_context
 from dagrun.runtime.current import set_current
 from dagrun.runtime.masking import Masker
-from dagrun.runtime.runner import AttemptResult, DagCache, one_line
+from dagrun.runtime.requests import AttemptResult, CallbackRequest
+from dagrun.runtime.runner import DagCache, one_line
 from dagrun.states import AttemptOutcome, CallbackEvent, TaskState
 
 #: The state a callback's context names for each event.
@@ -49,43 +48,6 @@ _RUN_OPTIONS = {
     CallbackEvent.RUN_SUCCESS: "on_success_callback",
     CallbackEvent.RUN_FAILURE: "on_failure_callback",
 }
-
-
-@dataclass(frozen=True)
-class CallbackRequest:
-    """Everything a child needs to deliver one event; plain data, sent over a pipe. The
-    task fields are None for a run's event."""
-
-    id: int
-    event: CallbackEvent
-    dag_id: str
-    task_id: str | None
-    fileloc: str
-    timezone: str
-    run_id: str
-    logical_date: datetime
-    data_interval_start: datetime
-    data_interval_end: datetime
-    try_number: int | None = None
-    fence_token: int | None = None
-    ti_id: int | None = None
-    map_index: int = -1
-    error: str | None = None
-    conf: dict[str, Any] = field(default_factory=dict)
-    log_dir: str | None = None
-    db_url: str | None = None
-    run_pk: int | None = None
-
-    @property
-    def label(self) -> str:
-        """What the worker's log calls it."""
-        index = f"[{self.map_index}]" if self.map_index >= 0 else ""
-        where = (
-            f"{self.dag_id}.{self.task_id}{index}"
-            if self.task_id
-            else f"{self.dag_id} {self.run_id}"
-        )
-        return f"{self.event.value} callback of {where}"
 
 
 def execute_callback(request: CallbackRequest, cache: DagCache) -> AttemptResult:

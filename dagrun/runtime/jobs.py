@@ -12,8 +12,7 @@ from typing import TYPE_CHECKING
 
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.attempt_pool import Job
-from dagrun.runtime.callback_runner import CallbackRequest
-from dagrun.runtime.runner import AttemptRequest, AttemptResult
+from dagrun.runtime.requests import AttemptRequest, AttemptResult, CallbackRequest
 from dagrun.states import AttemptOutcome
 from dagrun.store import attempts
 from dagrun.store.attempts import Claim, Outcome

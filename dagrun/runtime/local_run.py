@@ -37,7 +37,8 @@ from dagrun.parsing.scopes import with_setups_and_teardowns
 from dagrun.parsing.spec import DagSpec
 from dagrun.runtime.connections import Connection
 from dagrun.runtime.jobs import Jobs, outcome_of
-from dagrun.runtime.runner import AttemptRequest, AttemptResult, DagCache, execute
+from dagrun.runtime.requests import AttemptRequest, AttemptResult
+from dagrun.runtime.runner import DagCache, execute
 from dagrun.states import RunState, TaskState
 from dagrun.store import (
     Store,

@@ -20,7 +20,7 @@ from collections import deque
 from collections.abc import Sequence
 
 from dagrun.runtime.attempt_pool import AttemptPool, Job
-from dagrun.runtime.runner import AttemptResult
+from dagrun.runtime.requests import AttemptResult
 from dagrun.timing.backoff import Backoff
 
 Finished = Sequence[tuple[Job, AttemptResult]]

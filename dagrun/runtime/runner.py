@@ -16,8 +16,6 @@ import os
 import time
 import traceback
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from datetime import datetime
 from typing import Any
 
 from dagrun.authoring import mapping
@@ -27,9 +25,10 @@ from dagrun.errors import DagrunError, NonRetryableError, SkipTask, StoreError
 from dagrun.parsing.loader import import_file, isolated
 from dagrun.runtime import masking
 from dagrun.runtime.attempt_logs import captured, log_folder_problem, note
-from dagrun.runtime.context import TaskContext, make_context
+from dagrun.runtime.context import TaskContext
 from dagrun.runtime.current import set_current
 from dagrun.runtime.rendering import with_params
+from dagrun.runtime.requests import AttemptRequest, AttemptResult, index_label
 from dagrun.runtime.task_calls import (
     CommandFailed,
     ConditionUnmet,
@@ -39,83 +38,6 @@ from dagrun.runtime.task_calls import (
 )
 from dagrun.runtime.task_instance import encode
 from dagrun.states import AttemptOutcome
-from dagrun.store.logfiles import LogRange
-
-
-@dataclass(frozen=True)
-class AttemptRequest:
-    """Everything a child needs to run one attempt; plain data, sent over a pipe."""
-
-    dag_id: str
-    task_id: str
-    fileloc: str
-    timezone: str
-    run_id: str
-    logical_date: datetime
-    data_interval_start: datetime
-    data_interval_end: datetime
-    try_number: int = 1
-    fence_token: int = 0
-    ti_id: int | None = None
-    #: The element of a mapped task this attempt runs (-1: not mapped).
-    map_index: int = -1
-    #: The run's conf as given; declared params are checked against it per attempt.
-    conf: dict[str, Any] = field(default_factory=dict)
-    inputs: dict[str, Any] = field(default_factory=dict)
-    log_dir: str | None = None
-    db_url: str | None = None
-    #: The run's key in ``db_url`` (XComs are read by it).
-    run_pk: int | None = None
-    #: Whether the attempt runs under ``dagrun tasks test`` (Airflow's ``test_mode``).
-    test_mode: bool = False
-    #: Where other DAGs' runs are read (an ExternalTaskSensor): the real store while
-    #: ``dagrun test`` runs in a private one; None: ``db_url``.
-    history_url: str | None = None
-    #: A sensor pokes once and hands its wait to the store, whatever its mode (``dagrun
-    #: test`` runs one attempt at a time: a sensor waiting in poke mode would hold it).
-    poke_once: bool = False
-
-    @property
-    def label(self) -> str:
-        """What the worker's log calls it."""
-        return f"{self.dag_id}.{self.task_id}{_index(self)} try {self.try_number}"
-
-    def context(self) -> TaskContext:
-        return make_context(
-            dag_id=self.dag_id,
-            task_id=self.task_id,
-            run_id=self.run_id,
-            timezone=self.timezone,
-            logical_date=self.logical_date,
-            data_interval_start=self.data_interval_start,
-            data_interval_end=self.data_interval_end,
-            try_number=self.try_number,
-            conf=self.conf,
-            fence_token=self.fence_token,
-            ti_id=self.ti_id,
-            db_url=self.db_url,
-            run_pk=self.run_pk,
-            map_index=self.map_index,
-            test_mode=self.test_mode,
-            history_url=self.history_url,
-            poke_once=self.poke_once,
-        )
-
-
-def _index(request: AttemptRequest) -> str:
-    """``[i]`` after a mapped task's id, as logs name its instances."""
-    return f"[{request.map_index}]" if request.map_index >= 0 else ""
-
-
-@dataclass(frozen=True)
-class AttemptResult:
-    outcome: AttemptOutcome
-    error: str | None = None
-    return_value: str | None = None
-    duration: float = 0.0
-    log: LogRange | None = None
-    #: What the task pushed besides its return value, key -> JSON text.
-    xcoms: dict[str, str] | None = None
 
 
 class DagCache:
@@ -243,8 +165,9 @@ def _run_logged(
 ) -> AttemptResult:
     note(
         "INFO",
-        f"attempt {request.try_number} of {request.dag_id}.{request.task_id}{_index(request)} for "
-        f"{context.logical_date.isoformat()} (fence {request.fence_token})",
+        f"attempt {request.try_number} of {request.dag_id}.{request.task_id}"
+        f"{index_label(request)} for {context.logical_date.isoformat()} "
+        f"(fence {request.fence_token})",
     )
     try:
         with isolated(request.fileloc):

@@ -45,7 +45,7 @@ from dagrun.runtime.attempt_pool import AttemptPool, Job
 from dagrun.runtime.jobs import Jobs, delivery_of, is_callback, lease_of, outcome_of
 from dagrun.runtime.leases import LeaseKeeper
 from dagrun.runtime.pacing import Pacing
-from dagrun.runtime.runner import AttemptResult
+from dagrun.runtime.requests import AttemptResult
 from dagrun.states import AttemptOutcome, RunState
 from dagrun.store import Store, attempts, callbacks, registry, run_reads, runs
 from dagrun.store.attempts import Claim, Completion, Outcome

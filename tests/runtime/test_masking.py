@@ -14,9 +14,10 @@ import pytest
 
 from dagrun.errors import StoreError
 from dagrun.runtime import masking
-from dagrun.runtime.callback_runner import CallbackRequest, execute_callback
+from dagrun.runtime.callback_runner import execute_callback
 from dagrun.runtime.masking import Masker, MaskingWriter, SecretCache
-from dagrun.runtime.runner import AttemptResult, DagCache, execute
+from dagrun.runtime.requests import AttemptResult, CallbackRequest
+from dagrun.runtime.runner import DagCache, execute
 from dagrun.states import AttemptOutcome, CallbackEvent
 from dagrun.store import logfiles, sql
 from dagrun.store import variables as var_store

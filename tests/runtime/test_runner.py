@@ -20,7 +20,8 @@ from pathlib import Path
 import pytest
 
 from dagrun.parsing.loader import isolated, module_name
-from dagrun.runtime.runner import AttemptRequest, AttemptResult, DagCache, execute
+from dagrun.runtime.requests import AttemptRequest, AttemptResult
+from dagrun.runtime.runner import DagCache, execute
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles
 from tests.helpers import attempt_request, write_dag
