@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -317,3 +318,70 @@ HELLO = """
 
         hi()
     """
+
+
+#: Runs a command in this interpreter, as the console script does, and says what it did
+#: beside printing: the forks it made, the statements it sent to SQLite that write (a write
+#: transaction's ``BEGIN IMMEDIATE`` among them) and which of the heavy modules (what a
+#: parse needs, SQLAlchemy, the statements' declarations) it imported.
+WATCHED = """
+import json, os, sqlite3, sys
+
+sent, forks = [], []
+connect, fork = sqlite3.connect, os.fork
+
+
+def traced(*args, **kwargs):
+    conn = connect(*args, **kwargs)
+    conn.set_trace_callback(sent.append)
+    return conn
+
+
+def counted():
+    forks.append(1)
+    return fork()
+
+
+sqlite3.connect, os.fork = traced, counted
+from dagrun.cli import main
+
+sys.argv = ["dagrun", *sys.argv[1:]]
+try:
+    main()
+except SystemExit as exc:
+    code = exc.code
+else:
+    code = 0
+writing = ("BEGIN IMMEDIATE", "INSERT", "UPDATE", "DELETE", "REPLACE", "CREATE", "DROP", "ALTER")
+heavy = (
+    "dagrun.parsing.parser",
+    "dagrun.parsing.loader",
+    "dagrun.authoring",
+    "dagrun.store.registry",
+    "dagrun.store.queries",
+    "dagrun.store.statements",
+    "multiprocessing",
+    "sqlalchemy",
+)
+print(json.dumps({
+    "code": code,
+    "forks": len(forks),
+    "writes": [s for s in sent if s.lstrip().upper().startswith(writing)],
+    "loaded": [m for m in heavy if m in sys.modules],
+}))
+"""
+
+
+def watched(args: list[str], env: dict[str, str], cwd) -> tuple[dict, subprocess.CompletedProcess]:
+    """``dagrun ARGS`` run under ``WATCHED``: what it did, and the finished process."""
+    done = subprocess.run(
+        [sys.executable, "-c", WATCHED, *args],
+        env=env,
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = json.loads(done.stdout.strip().splitlines()[-1])
+    assert found["code"] == 0, done.stderr[-2000:]
+    return found, done

@@ -3,15 +3,17 @@
 A worker's group commit sends a few statements for every task it records and claims. For
 such small statements SQLAlchemy's execution path (execution context, per-row parameter
 processing, ``Row`` objects) costs about three times the driver's own work, and it is paid
-for every task. So every statement, the catalogue's (``statements.py``), the reads'
-(``run_reads``, ``task_reads``, ``dag_reads``) and those other modules keep beside them
-alike, is a SQLAlchemy Core expression written once for both databases, rendered to SQL
-text for the connection's dialect with SQLAlchemy's own bind and result processors
-(instants are stored exactly as SQLAlchemy stores them), and run with one
-``execute``/``executemany`` on the DBAPI cursor inside the caller's transaction. A named
-``Statement`` (``name_all``) is rendered once per installation (``rendered``); an expression
-built per call is rendered per call. Driver errors become SQLAlchemy's, which ``Store``
-turns into ``StoreError``.
+for every task; importing SQLAlchemy costs a command more than a one-task run does. So
+every statement, the catalogue's (``statements.py``) and those of ``queries/`` alike, is a
+SQLAlchemy Core expression written once for both databases, rendered once per installation
+(``rendered``) into a ``Layout``: its SQL text, parameter order and ``IN`` lists, and the
+conversion of each bind and column (``conversions``), all plain values. It runs with one
+``execute``/``executemany`` on the driver's cursor inside the caller's transaction, on a
+direct connection (``direct``) or on SQLAlchemy's. The store's functions name statements
+through a ``Catalogue`` (``Named``), so running one that was rendered imports neither its
+declaration nor SQLAlchemy; an expression built per call is rendered per call. A driver
+error leaves as the driver's on a direct connection and as SQLAlchemy's on its own, and
+``Store`` turns either into a ``StoreError``.
 
 Rendering reads three private details of SQLAlchemy's compiler (``bind_names``,
 ``positiontup`` and the ``__[POSTCOMPILE_name]`` marker of an ``IN`` list); the version range

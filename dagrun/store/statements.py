@@ -28,16 +28,16 @@ rules:
 * Bind parameters are named ``b_*``: SQLAlchemy reserves a column's own name in a SET clause.
 
 Nothing else is here. A decision locks first, then reads what it decides from with plain
-reads, which lock nothing and live with the other reads: ``run_reads`` (runs and their task
-states), ``task_reads`` (task instances, attempts, callbacks) and ``dag_reads`` (DAGs,
-pools and caps, asset events).
-Configuration rows keep their statements beside their own modules (``registry``, ``pools``,
-``variables``, ``connections``, ``audit``), as do the asset records (``assets``,
-``asset_triggers``) and
-retention's deletes (``retention``). The functions that combine this module's statements
-live beside it: ``runs`` (create, admit, start, advance), ``attempts`` (claim, extend,
-complete, release), ``pools`` (claims within the limits), ``upkeep`` (requeue, reap) and
-``operator_actions`` (clear, mark, cancel). All of them run through ``sql``.
+reads, which lock nothing and live with the other reads in ``queries/``: ``run_reads``
+(runs and their task states), ``task_reads`` (task instances, attempts, callbacks) and
+``dag_reads`` (DAGs, pools and caps, asset events). The configuration rows' statements
+(``registry``, ``pools``, ``variables``, ``connections``, ``audit``), the asset records'
+(``assets``, ``asset_triggers``) and retention's deletes (``retention``) are there too.
+The functions that combine this module's statements live beside it: ``runs`` (create,
+admit, start, advance), ``attempts`` (claim, extend, complete, release), ``pools`` (claims
+within the limits), ``upkeep`` (requeue, reap) and ``operator_actions`` (clear, mark,
+cancel). They name these statements through ``catalogue.TRANSITIONS``, and all of them run
+through ``sql``: a process imports this module only to render a statement.
 """
 
 from __future__ import annotations

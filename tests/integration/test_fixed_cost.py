@@ -5,12 +5,9 @@ whole of a one-task run), nor does a command that makes a new store."""
 
 from __future__ import annotations
 
-import json
 import os
-import subprocess
-import sys
 
-from tests.helpers import cli_env_in, write_dag
+from tests.helpers import cli_env_in, watched, write_dag
 
 ONE_TASK = """
     from dagrun import DAG, PythonTask
@@ -22,35 +19,13 @@ ONE_TASK = """
         PythonTask("hello", python_callable=hello)
 """
 
-#: Runs a command in this interpreter, as the console script does, and says which of the
-#: heavy modules it imported.
-IN_PROCESS = """
-import json, sys
-from dagrun.cli import main
-sys.argv = ["dagrun", *sys.argv[1:]]
-try:
-    main()
-except SystemExit as exc:
-    code = exc.code
-else:
-    code = 0
-heavy = ("sqlalchemy", "dagrun.store.queries", "dagrun.store.statements")
-print(json.dumps({"code": code, "loaded": [m for m in heavy if m in sys.modules]}))
-"""
+#: What a rendered command must not import.
+DECLARATIONS = {"sqlalchemy", "dagrun.store.queries", "dagrun.store.statements"}
 
 
 def loaded_by(args: list[str], env: dict[str, str], cwd) -> list[str]:
-    done = subprocess.run(
-        [sys.executable, "-c", IN_PROCESS, *args],
-        env=env,
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
-    found = json.loads(done.stdout.strip().splitlines()[-1])
-    assert found["code"] == 0, done.stderr[-2000:]
-    return found["loaded"]
+    found, _ = watched(args, env, cwd)
+    return [m for m in found["loaded"] if m in DECLARATIONS]
 
 
 def test_rendered_commands_never_import_sqlalchemy(cli_env, dags_dir, tmp_path):
