@@ -30,16 +30,18 @@ from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from dagrun import processes
+
+# Imported by the worker, before it forks: a child importing them after the fork could wait
+# forever on a module lock another thread held at the fork.
+from dagrun.runtime.callback_runner import execute_callback
 from dagrun.runtime.requests import AttemptRequest, AttemptResult, CallbackRequest
+from dagrun.runtime.runner import DagCache, execute, one_line
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles, rendered
 from dagrun.store.logfiles import LogRange
-
-if TYPE_CHECKING:
-    from dagrun.runtime.runner import DagCache
 
 log = logging.getLogger("dagrun.worker")
 
@@ -151,10 +153,6 @@ def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
     # The worker's console handlers write to fd 2, which is the attempt's log file while
     # an attempt runs: the runner's own handler already puts each record there once.
     logging.getLogger().handlers.clear()
-    # Imported here, in the child: what running a task takes (the authoring API, the task
-    # context) loads beside the worker's own work, never in the worker.
-    from dagrun.runtime.runner import DagCache
-
     cache = DagCache()
     for path in preload:
         cache.preload(path)
@@ -176,9 +174,6 @@ def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
 def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -> AttemptResult:
     """One attempt (or callback event); whatever goes wrong around it becomes its result,
     never this child's end (the worker would only see a child that died)."""
-    from dagrun.runtime.callback_runner import execute_callback
-    from dagrun.runtime.runner import execute, one_line
-
     _attempt_groups.clear()
 
     def started_group(pgid: int) -> None:

@@ -1,9 +1,11 @@
 """What a worker hands its attempt children and what comes back: an attempt's or a
 callback event's request and an attempt's result, plain data sent over a pipe.
 
-Apart from what runs them (``runner``, ``callback_runner``), so that the worker that only
-sends and receives them imports none of what running a task takes (the authoring API, the
-task context): a child imports that as it starts, beside the worker's own work.
+Apart from what runs them (``runner``, ``callback_runner``), so that what only builds,
+sends and reads them (``jobs``, ``pacing``, the CLI) imports none of what running a task
+takes. The worker itself imports the runners before it forks its children
+(``attempt_pool``): a child must find loaded what it runs, since importing after a fork
+can wait forever on a module another thread of the worker was importing.
 """
 
 from __future__ import annotations
