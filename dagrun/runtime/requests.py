@@ -83,7 +83,7 @@ class AttemptRequest:
         )
 
 
-def index_label(request: AttemptRequest) -> str:
+def index_label(request: AttemptRequest | CallbackRequest) -> str:
     """``[i]`` after a mapped task's id, as logs name its instances."""
     return f"[{request.map_index}]" if request.map_index >= 0 else ""
 
@@ -127,9 +127,8 @@ class CallbackRequest:
     @property
     def label(self) -> str:
         """What the worker's log calls it."""
-        index = f"[{self.map_index}]" if self.map_index >= 0 else ""
         where = (
-            f"{self.dag_id}.{self.task_id}{index}"
+            f"{self.dag_id}.{self.task_id}{index_label(self)}"
             if self.task_id
             else f"{self.dag_id} {self.run_id}"
         )

@@ -294,7 +294,7 @@ class Store:
     def _direct_version(self) -> int | None:
         """The schema version of a direct store; None when it has no dagrun schema yet."""
         with self.read() as conn:
-            if "dagrun_meta" not in direct.table_names(cast("DirectConnection", conn).driver):
+            if "dagrun_meta" not in table_names(conn):
                 return None
             return self.schema_version(conn)
 
@@ -317,14 +317,14 @@ class Store:
 
     def _create_or_migrate(self) -> int:
         """The schema made or brought up to date (through SQLAlchemy); the version found."""
-        from sqlalchemy import inspect, text
+        from sqlalchemy import text
 
         from dagrun.store.queries import every_statement
 
         with self._transaction(dagrun_write=True, dagrun_schema=True) as conn:
             if self.dialect == "postgresql":
                 conn.execute(text("SELECT pg_advisory_xact_lock(7061726) "))
-            if not inspect(conn).has_table("dagrun_meta"):
+            if "dagrun_meta" not in table_names(conn):
                 refuse_foreign(conn, self.where)
                 for statement in _create_statements(conn.dialect):
                     conn.exec_driver_sql(statement)
@@ -418,7 +418,7 @@ def shared_store(url: str | None) -> Store:
     default), its schema made or brought up to date on first use: what ``Variable`` and
     ``Connection`` read outside an attempt."""
     create = url is None
-    url = url or settings.get("core.db_url") or default_url()
+    url = store_url(url)
     store = _SHARED.get(url)
     if store is None:
         store = _SHARED[url] = Store(url, create=create, direct=True)

@@ -158,7 +158,7 @@ class Statement:
     def _render(self, dialect: str) -> Prepared:
         """As an earlier process rendered it (``rendered``), else compiled now and kept."""
         if not self.name:
-            return Prepared(Layout.of(self.expression(dialect), dialect), dialect)
+            return Prepared.compile(self.expression(dialect), dialect)
         layout = rendered.kept(
             dialect, self.name, lambda: Layout.of(self.expression(dialect), dialect)
         )
@@ -205,6 +205,7 @@ class Catalogue:
     def __init__(self, module: str, prefix: str = "") -> None:
         self.module = module
         self.prefix = prefix
+        self._variants: dict[tuple, Named] = {}
 
     def __getattr__(self, constant: str) -> Named:
         if not constant.isupper():
@@ -222,10 +223,6 @@ class Catalogue:
         if found is None:
             found = self._variants[key] = Named(self, builder, args)
         return found
-
-    @functools.cached_property
-    def _variants(self) -> dict[tuple, Named]:
-        return {}
 
     def declared(self, constant: str, args: tuple[str | int, ...] = ()) -> Statement:
         """The declaration itself (importing its module)."""
