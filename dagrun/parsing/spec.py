@@ -294,12 +294,20 @@ class DagSpec:
     def _json(self) -> str:
         return json.dumps(_plain(self), sort_keys=True, default=str)
 
+    @cached_property
+    def digest(self) -> str:
+        """``digest_of`` its JSON, stored beside it."""
+        return digest_of(self.to_json())
+
     @classmethod
     def from_wire(cls, text: str) -> DagSpec:
         """A spec a parse child sent as its ``to_json`` text. The text is kept as the spec's
-        own, so the parent stores it without serialising the spec a second time."""
+        own, so the parent stores it without serialising the spec a second time, and the
+        spec is what ``spec_from`` gives for that text in this process: a ``dags list``
+        that registered its files reads them back without decoding them again."""
         spec = cls.from_json(text)
         spec.__dict__["_json"] = text
+        _DECODED[spec.digest] = spec
         return spec
 
     @classmethod
@@ -345,14 +353,31 @@ def _options(task: dict[str, Any]) -> dict[str, Any]:
 
 def _plain(value: Any) -> Any:
     """Dataclasses, tuples and dicts as JSON-ready dicts and lists: what ``asdict`` gives,
-    without its deep copy of every leaf (a third of parsing a file went there)."""
-    if is_dataclass(value):
-        return {f.name: _plain(getattr(value, f.name)) for f in fields(value)}
+    without its deep copy of every leaf. Plain values are told by their exact type and a
+    dataclass's field names are looked up once per class: a spec holds hundreds of leaves,
+    and this walk was most of what a parse child spends on a file after executing it."""
+    kind = type(value)
+    if kind in _LEAVES:
+        return value
+    if kind is tuple or kind is list:
+        return [_plain(item) for item in value]
+    if kind is dict:
+        return {key: _plain(item) for key, item in value.items()}
+    names = _FIELD_NAMES.get(kind)
+    if names is None and is_dataclass(value) and not isinstance(value, type):
+        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
+    if names is not None:
+        return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
         return [_plain(item) for item in value]
     if isinstance(value, dict):
         return {key: _plain(item) for key, item in value.items()}
     return value
+
+
+_LEAVES = frozenset({str, int, float, bool, type(None)})
+#: A dataclass's field names, by class (``_plain``).
+_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
 
 
 def _declared(param: Any) -> dict:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 
 from dagrun.errors import DagNotFound
 from dagrun.parsing.discovery import Stat
-from dagrun.parsing.spec import DagSpec, FileWarning, digest_of
+from dagrun.parsing.spec import DagSpec, FileWarning
 from dagrun.store import asset_triggers, dag_reads, sql
 
 if TYPE_CHECKING:
@@ -117,7 +117,7 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
                 "b_is_active": True,
                 "b_is_paused": spec.is_paused_upon_creation,
                 "b_spec": text,
-                "b_spec_hash": digest_of(text),
+                "b_spec_hash": spec.digest,
                 "b_next_logical_date": None,
                 "b_created_at": now,
                 "b_updated_at": now,
