@@ -1,5 +1,5 @@
 """``python -m dagrun`` is the ``dagrun`` command."""
 
-from dagrun.cli import main
+from dagrun.cli import program
 
-main()
+program()

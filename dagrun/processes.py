@@ -236,3 +236,38 @@ def _parent_gone(parent: int, on_parent_death: Callable[[], object]) -> None:
     on_parent_death()
     kill_group(os.getpgrp())
     os._exit(1)
+
+
+# ---------------------------------------------------------------- ending a command
+
+
+class Ending:
+    """The exit code a command's process ends with (``end_without_teardown``)."""
+
+    def __init__(self) -> None:
+        self.code = 1  # an exception that escaped the command: Python's own exit code
+
+
+def end_without_teardown() -> Ending:
+    """Have this process end, once its threads are joined and its exit handlers have run, by
+    ``os._exit``: the interpreter's teardown (clearing hundreds of modules, a last garbage
+    collection of everything a command loaded) is a tenth of a short command's time and
+    frees nothing the kernel does not. Call it first thing: exit handlers registered after
+    it run before it, as Python runs them in reverse; of those registered before (at
+    import), logging's is the one there is, and it is run here. Output streams are flushed,
+    as the teardown would. The caller sets the returned ``Ending``'s code."""
+    ending = Ending()
+    import atexit
+    import logging
+
+    def end() -> None:
+        logging.shutdown()
+        for stream in (sys.stdout, sys.stderr):
+            try:
+                stream.flush()
+            except (OSError, ValueError):  # a closed pipe (`dagrun ... | head`), as Python
+                ending.code = ending.code or 120
+        os._exit(ending.code)
+
+    atexit.register(end)
+    return ending

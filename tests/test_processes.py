@@ -1,6 +1,7 @@
 """The one way dagrun forks a child it talks to (``ForkedChild``): the fork waits for the
 database users, the child leads its own process group and dies with its parent, ``kill``
-takes what it started down with it, and how it ended is said in one text."""
+takes what it started down with it, how it ended is said in one text; and a command's
+process ends without the interpreter's teardown, its output, threads and handlers done."""
 
 from __future__ import annotations
 
@@ -173,3 +174,51 @@ def test_a_child_that_has_not_ended_stopped_answering():
         assert child.exit_reason(0.1) == "stopped answering"
     finally:
         child.kill()
+
+
+ENDING = """
+import atexit, logging, sys, threading, time
+from dagrun import processes
+
+ending = processes.end_without_teardown()
+
+
+class Loud:
+    def __del__(self):
+        print("torn down", flush=True)
+
+
+kept = Loud()
+handler = logging.StreamHandler(sys.stderr)
+logging.getLogger("t").addHandler(handler)
+atexit.register(print, "handler ran")
+late = threading.Thread(target=lambda: (time.sleep(0.2), print("thread done")))
+late.start()
+logging.getLogger("t").warning("logged")
+print("x" * 200_000)
+ending.code = int(sys.argv[1])
+"""
+
+
+@pytest.mark.parametrize("code", [0, 1, 2])
+def test_a_command_ends_with_its_code_its_output_threads_and_handlers_but_no_teardown(code):
+    done = subprocess.run(
+        [sys.executable, "-c", ENDING, str(code)], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == code
+    lines = done.stdout.splitlines()
+    assert lines == ["x" * 200_000, "thread done", "handler ran"]  # no "torn down"
+    assert done.stderr == "logged\n"
+
+
+def test_the_dagrun_program_ends_with_mains_exit_code(tmp_path: Path):
+    env = {**os.environ, "DAGRUN_HOME": str(tmp_path / "home")}
+    unknown = [sys.executable, "-m", "dagrun", "no-such-command"]
+    done = subprocess.run(unknown, capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stderr.splitlines()[-1][:28]) == (
+        2,
+        "error: no such command 'no-s",
+    )
+    version = [sys.executable, "-m", "dagrun", "version"]
+    done = subprocess.run(version, capture_output=True, text=True, env=env, timeout=60)
+    assert (done.returncode, done.stdout.split()[0]) == (0, "dagrun,")

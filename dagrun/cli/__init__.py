@@ -12,7 +12,7 @@ import sys
 
 import click
 
-from dagrun import settings
+from dagrun import processes, settings
 from dagrun.cli.app import App, pass_app
 from dagrun.cli.catalog import LazyGroup
 from dagrun.errors import DagrunError, UsageError
@@ -110,6 +110,26 @@ def main(argv: list[str] | None = None) -> None:
     sys.exit(code if isinstance(code, int) else EXIT_OK)
 
 
+def program() -> None:
+    """The ``dagrun`` program (its console script, ``python -m dagrun``): ``main``, in a
+    process that ends without the interpreter's teardown (``processes.end_without_teardown``).
+    ``main`` stays an ordinary function for callers that go on after it."""
+    ending = processes.end_without_teardown()
+    try:
+        main()
+    except SystemExit as exc:
+        ending.code = exit_code(exc.code)
+        raise
+    ending.code = EXIT_OK
+
+
+def exit_code(code: object) -> int:
+    """The status ``sys.exit(code)`` ends a process with: None is 0, a message 1."""
+    if code is None:
+        return EXIT_OK
+    return code if isinstance(code, int) else EXIT_FAILED
+
+
 def _from_the_database(exc: Exception) -> bool:
     """An error of the database's driver that the store did not translate (a damaged
     index can break a constraint): told in one line like the store's own. By module name,
@@ -135,4 +155,4 @@ def _error(message: str) -> None:
     click.echo(f"error: {one_line}", err=True)
 
 
-__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "App", "cli", "main", "pass_app"]
+__all__ = ["EXIT_FAILED", "EXIT_OK", "EXIT_USAGE", "App", "cli", "main", "pass_app", "program"]
