@@ -160,7 +160,7 @@ class LazyGroup(click.Group):
             from dagrun import settings
             from dagrun.parsing import parser
 
-            parser.prefork(settings.get("core.dags_folder"))
+            parser.prefork(ctx.params.get("dags_folder") or settings.get("core.dags_folder"))
         loaded = importlib.import_module(f"dagrun.cli.{entry.module}")
         command = next((c for c in loaded.COMMANDS if c.name == name), None)
         if command is not None:

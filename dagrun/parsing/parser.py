@@ -9,7 +9,6 @@ killed, the file is reported, and a fresh child carries on with the rest.
 
 from __future__ import annotations
 
-import itertools
 import logging
 import os
 import time
@@ -132,6 +131,7 @@ def parse_files(
     ordered = sorted(paths)
     count = max(1, min(processes, len(ordered))) if processes else _share_count(len(ordered))
     children = [_child_for(ordered[i::count], timeout) for i in range(count) if ordered[i::count]]
+    _drop_spares()
     results: dict[str, FileResult] = {}
     try:
         while children:
@@ -180,14 +180,17 @@ _spares: list[_ParseChild] = []
 
 
 def prefork(folder: str | os.PathLike) -> None:
-    """Fork the parse children now, before this process imports the store: their imports
-    (the authoring API) then overlap the parent's on other cores, and
-    a command that parses changed files waits less. As many as a parse of ``folder`` would
-    use: a spare with no file to parse would only take a core from the command. Unused,
-    they end with this process."""
-    if not _spares:
-        files = sum(1 for _ in itertools.islice(python_files(folder), _share_count()))
-        _spares.extend(_ParseChild() for _ in range(_share_count(files) if files else 0))
+    """Start parsing every file of ``folder`` now, before this process imports the store:
+    the command's store is not made yet, so its first sync parses every file, and the
+    children's imports and parses then overlap the parent's making of the store on the
+    other cores. As many children as a parse of ``folder`` uses, each with the share
+    ``parse_files`` gives it, which takes their results when it asks for the same files
+    (else they are killed and it forks its own). Unused, they end with this process."""
+    if _spares:
+        return
+    ordered = list(python_files(folder))
+    count = _share_count(len(ordered)) if ordered else 0
+    _spares.extend(_ParseChild().start(ordered[i::count], DEFAULT_TIMEOUT) for i in range(count))
 
 
 def _share_count(files: int | None = None) -> int:
@@ -197,9 +200,20 @@ def _share_count(files: int | None = None) -> int:
 
 
 def _child_for(paths: list[str], timeout: float) -> _ParseChild:
-    """A spare child if this process forked one, else a new child."""
+    """The child ``prefork`` started on these very paths (its results may be waiting in
+    the pipe, a file's crash among them), now timed by ``timeout``; else a new child."""
+    for child in _spares:
+        if child.paths == paths and child.parent == os.getpid():
+            _spares.remove(child)
+            child.timeout = timeout
+            child._next_file()
+            return child
+    return _ParseChild().start(paths, timeout)
+
+
+def _drop_spares() -> None:
+    """Kill the children started ahead that this parse did not take (other files)."""
     while _spares:
         child = _spares.pop()
-        if child.parent == os.getpid() and child.process.is_alive():
-            return child.start(paths, timeout)
-    return _ParseChild().start(paths, timeout)
+        if child.parent == os.getpid():
+            child.kill()

@@ -8,7 +8,7 @@ topological order (definition order breaks ties), which every view of a DAG reus
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, field, fields, is_dataclass
 from datetime import datetime, timedelta
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
@@ -292,7 +292,9 @@ class DagSpec:
 
     @cached_property
     def _json(self) -> str:
-        return json.dumps(_plain(self), sort_keys=True, default=str)
+        data = _plain(self)
+        data["tasks"] = [_sparse(task) for task in self.tasks]
+        return json.dumps(data, sort_keys=True, default=str)
 
     @cached_property
     def digest(self) -> str:
@@ -318,7 +320,7 @@ class DagSpec:
                 **{
                     **t,
                     "upstream": tuple(t["upstream"]),
-                    "data_inputs": tuple(t["data_inputs"]),
+                    "data_inputs": tuple(t.get("data_inputs", ())),
                     "callbacks": tuple(t.get("callbacks", ())),
                     "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
                     "outlets": tuple(t.get("outlets", ())),
@@ -375,6 +377,22 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _sparse(task: TaskSpec) -> dict[str, Any]:
+    """A task as stored: the fields that differ from their defaults (``from_json`` gives
+    the others back). Most of a task's two dozen fields keep their defaults, and a spec
+    stored in full was four times as long: longer to write, send, decode and keep."""
+    return {
+        name: _plain(value)
+        for name, default in _TASK_DEFAULTS
+        if (value := getattr(task, name)) != default
+    }
+
+
+#: Each task field and its default; a field with none is never equal to this mark: kept.
+_REQUIRED = object()
+_TASK_DEFAULTS = tuple(
+    (f.name, _REQUIRED if f.default is MISSING else f.default) for f in fields(TaskSpec)
+)
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 #: A dataclass's field names, by class (``_plain``).
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}
