@@ -14,6 +14,8 @@ from functools import cached_property
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     import networkx as nx
 
     from dagrun.authoring.assets import ConditionData
@@ -315,20 +317,7 @@ class DagSpec:
     @classmethod
     def from_json(cls, text: str) -> DagSpec:
         data = json.loads(text)
-        tasks = tuple(
-            TaskSpec(
-                **{
-                    **t,
-                    "upstream": tuple(t["upstream"]),
-                    "data_inputs": tuple(t.get("data_inputs", ())),
-                    "callbacks": tuple(t.get("callbacks", ())),
-                    "mapped": tuple(tuple(m) for m in t.get("mapped", ())),
-                    "outlets": tuple(t.get("outlets", ())),
-                    **_options(t),
-                }
-            )
-            for t in data.pop("tasks")
-        )
+        tasks = tuple(_task_from(t) for t in data.pop("tasks"))
         data["callbacks"] = tuple(data.get("callbacks", ()))
         data["assets"] = tuple(data.get("assets", ()))
         data["edge_labels"] = tuple(tuple(e) for e in data.get("edge_labels", ()))
@@ -339,18 +328,45 @@ class DagSpec:
         return cls(**{**data, "tags": tuple(data.get("tags", ())), "tasks": tasks})
 
 
-def _options(task: dict[str, Any]) -> dict[str, Any]:
-    """A stored task's sensor and marker options as their types: the authoring modules
-    that define them are imported only by a reader of a spec that has some (a ``dags
-    list`` of plain DAGs imports none of the authoring API)."""
-    if not task.get("sensor") and not task.get("marker"):
-        return {"sensor": None, "marker": None}
-    from dagrun.authoring.sensor_options import ExternalMarker, SensorSpec
+def _task_from(stored: dict[str, Any]) -> TaskSpec:
+    """A stored task (``_sparse``) as its TaskSpec: the defaults, then what was stored, its
+    lists as tuples and its options as their types. Made without ``__init__``, which sets
+    each of the two dozen fields of a frozen dataclass through ``object.__setattr__``: that
+    was most of decoding a spec. TaskSpec has no ``__post_init__`` to skip (a test keeps it
+    so)."""
+    values = dict(_TASK_INITIAL)
+    for name, value in stored.items():
+        decode = _TASK_DECODERS.get(name)
+        values[name] = value if decode is None else decode(value)
+    task = object.__new__(TaskSpec)
+    task.__dict__.update(values)
+    return task
 
-    return {
-        "sensor": SensorSpec(*task["sensor"]) if task.get("sensor") else None,
-        "marker": ExternalMarker(*task["marker"]) if task.get("marker") else None,
-    }
+
+def _sensor(stored: list) -> SensorSpec:
+    """A stored sensor's options: the authoring modules that define them are imported only
+    by a reader of a spec that has some (a ``dags list`` of plain DAGs imports none of the
+    authoring API)."""
+    from dagrun.authoring.sensor_options import SensorSpec
+
+    return SensorSpec(*stored)
+
+
+def _marker(stored: list) -> ExternalMarker:
+    from dagrun.authoring.sensor_options import ExternalMarker
+
+    return ExternalMarker(*stored)
+
+
+_TASK_DECODERS: dict[str, Callable[[Any], Any]] = {
+    "upstream": tuple,
+    "data_inputs": tuple,
+    "callbacks": tuple,
+    "outlets": tuple,
+    "mapped": lambda stored: tuple(tuple(m) for m in stored),
+    "sensor": lambda stored: _sensor(stored) if stored else None,
+    "marker": lambda stored: _marker(stored) if stored else None,
+}
 
 
 def _plain(value: Any) -> Any:
@@ -393,6 +409,8 @@ _REQUIRED = object()
 _TASK_DEFAULTS = tuple(
     (f.name, _REQUIRED if f.default is MISSING else f.default) for f in fields(TaskSpec)
 )
+#: A decoded task's fields before what was stored: those with a default.
+_TASK_INITIAL = {name: default for name, default in _TASK_DEFAULTS if default is not _REQUIRED}
 _LEAVES = frozenset({str, int, float, bool, type(None)})
 #: A dataclass's field names, by class (``_plain``).
 _FIELD_NAMES: dict[type, tuple[str, ...]] = {}

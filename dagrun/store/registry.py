@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from dagrun.errors import DagNotFound
 from dagrun.parsing.discovery import Stat
 from dagrun.parsing.spec import DagSpec, FileWarning
-from dagrun.store import asset_triggers, dag_reads, sql
+from dagrun.store import dag_reads, sql
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection
@@ -124,7 +124,12 @@ def save_dags(conn: Connection, specs: list[DagSpec], now: datetime) -> None:
             }
         )
     sql.execute_many(conn, Q.UPSERT_DAGS, rows)
-    asset_triggers.start_cursors(conn, specs)
+    if any(s.condition is not None for s in specs):
+        # Imported for such DAGs only: it brings the run transitions, which a sync of
+        # plain DAGs (a first ``dags list``) has no use for.
+        from dagrun.store import asset_triggers
+
+        asset_triggers.start_cursors(conn, specs)
     capped = [s for s in specs if s.max_active_tasks is not None]
     sql.execute_many(
         conn,

@@ -53,3 +53,9 @@ def test_a_received_spec_is_what_a_read_of_its_text_gives_without_decoding_again
     spec = bare_spec(TaskSpec(task_id="t", kind="bash", upstream=()), dag_id="received")
     received = DagSpec.from_wire(spec.to_json())
     assert spec_from(received.digest, "not JSON: never decoded") is received
+
+
+def test_a_task_is_decoded_without_init_so_it_must_not_need_a_post_init():
+    """``from_json`` builds tasks from their fields directly (fast): a ``__post_init__``
+    would be skipped, so TaskSpec must not grow one."""
+    assert not hasattr(TaskSpec, "__post_init__")
