@@ -9,6 +9,7 @@ values (``dagrun.authoring.taskflow``).
 
 from __future__ import annotations
 
+import functools
 import inspect
 from collections.abc import Callable, Collection, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -423,7 +424,7 @@ class PythonTask(Task):
         """Every parameter not bound by the call must be a context name (one that can cross
         to another interpreter, for a task that runs in one), ``templates_dict``, or have a
         default."""
-        signature = inspect.signature(self.python_callable)
+        signature = _signature(self.python_callable)
         try:
             bound = signature.bind_partial(*self.args, **self.kwargs, **named(self.mapped))
         except TypeError as exc:
@@ -502,3 +503,15 @@ class TaskOutput(DependencyMixin):
 
     def __exit__(self, kind: object, *exc: object) -> None:
         self.task.__exit__(kind, *exc)
+
+
+#: ``inspect.signature`` of a function seen before: a file's tasks often share one callable.
+_known_signatures = functools.lru_cache(maxsize=512)(inspect.signature)
+
+
+def _signature(func: Callable) -> inspect.Signature:
+    """A callable's signature, worked out once per callable (not per task)."""
+    try:
+        return _known_signatures(func)
+    except TypeError:  # an unhashable callable object: asked each time
+        return inspect.signature(func)

@@ -16,14 +16,16 @@ from __future__ import annotations
 
 import functools
 import importlib
-import importlib.abc
 import importlib.machinery
 import importlib.util
 import sys
 from types import ModuleType
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from dagrun.parsing import airflow_names
+
+if TYPE_CHECKING:
+    from importlib.abc import Loader
 
 ROOT = "airflow"
 
@@ -62,15 +64,18 @@ class AirflowModule(ModuleType):
         return sorted({*super().__dir__(), *airflow_names.PATHS.get(self.__name__, ())})
 
 
-class AirflowAlias(importlib.abc.MetaPathFinder, importlib.abc.Loader):
+class AirflowAlias:
     """Finds every module under ``airflow``: the paths of the table as they are, any other
     as an empty module whose every name is ``NotProvided`` (so the error names the name a
-    file wanted, not only its module)."""
+    file wanted, not only its module). A meta path finder and loader by its methods, as the
+    import system asks them: ``importlib.abc``'s bases would import ``importlib.resources``
+    and the archive modules behind it into every process that imports a DAG file."""
 
     def find_spec(self, fullname: str, path: Any = None, target: Any = None) -> Any:
         if fullname != ROOT and not fullname.startswith(ROOT + "."):
             return None
-        return importlib.util.spec_from_loader(fullname, self, is_package=True)
+        # A loader by its methods (typeshed's protocol names the old ``load_module`` too).
+        return importlib.util.spec_from_loader(fullname, cast("Loader", self), is_package=True)
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> ModuleType:
         module = AirflowModule(spec.name)
