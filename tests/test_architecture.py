@@ -87,3 +87,27 @@ def test_every_documented_import_path_still_works(module):
 def test_the_public_api_names_what_it_exports():
     assert set(dagrun.__all__) >= {"DAG", "task", "BashTask", "partition", "notify", "Variable"}
     assert dagrun.partition.__module__ == "dagrun.runtime.partitions"
+
+
+def test_every_dataclass_says_what_it_is():
+    """A docstring per dataclass: for its reader, and because ``dataclass`` builds one from
+    ``inspect.signature`` for a class without, at every import of its module."""
+    import dataclasses
+    import importlib
+    import inspect
+    import pkgutil
+
+    undocumented = []
+    for found in pkgutil.walk_packages(dagrun.__path__, "dagrun."):
+        if found.name == "dagrun.__main__":
+            continue
+        module = importlib.import_module(found.name)
+        undocumented += [
+            f"{module.__name__}.{name}"
+            for name, value in vars(module).items()
+            if inspect.isclass(value)
+            and dataclasses.is_dataclass(value)
+            and value.__module__ == module.__name__
+            and value.__doc__.startswith(name + "(")
+        ]
+    assert undocumented == []

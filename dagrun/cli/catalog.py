@@ -24,6 +24,8 @@ from dagrun.settings import closest
 
 @dataclass(frozen=True)
 class Entry:
+    """A command's module, and its line in ``dagrun --help``."""
+
     module: str
     summary: str
 

@@ -56,6 +56,8 @@ class FileWarning(NamedTuple):
 
 @dataclass(frozen=True)
 class TaskSpec:
+    """A task as the scheduler and workers see it: plain data, no user code."""
+
     task_id: str
     kind: str
     upstream: tuple[str, ...]
@@ -103,6 +105,8 @@ class TaskSpec:
 
 @dataclass(frozen=True)
 class DagSpec:
+    """A DAG as parsed: its schedule and its tasks in topological order, stored as JSON."""
+
     dag_id: str
     fileloc: str
     #: A cron string or preset, seconds (a timedelta), a schedule object's data

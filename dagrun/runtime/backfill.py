@@ -48,6 +48,8 @@ class Mode(StrEnum):
 
 @dataclass(frozen=True)
 class PlanEntry:
+    """One interval of a backfill and what the backfill does with it."""
+
     interval: DataInterval
     action: Action
     run_pk: int | None = None
@@ -56,6 +58,8 @@ class PlanEntry:
 
 @dataclass
 class Plan:
+    """What a backfill of ``spec`` from ``start`` to ``end`` will do, interval by interval."""
+
     spec: DagSpec
     start: datetime
     end: datetime

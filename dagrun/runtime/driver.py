@@ -42,6 +42,8 @@ log = logging.getLogger("dagrun.driver")
 
 @dataclass
 class DriveResult:
+    """What driving runs to their end did: runs and tasks by final state, and how long it took."""
+
     runs: Counter = field(default_factory=Counter)
     tasks: Counter = field(default_factory=Counter)
     seconds: float = 0.0

@@ -90,6 +90,8 @@ def index_label(request: AttemptRequest | CallbackRequest) -> str:
 
 @dataclass(frozen=True)
 class AttemptResult:
+    """How an attempt ended, as its child reports it to the worker."""
+
     outcome: AttemptOutcome
     error: str | None = None
     return_value: str | None = None

@@ -59,6 +59,8 @@ _EPSILON = timedelta(microseconds=1)
 
 @dataclass
 class TickReport:
+    """What one scheduler tick did, per DAG: runs created, admitted and started."""
+
     created: dict[str, int] = field(default_factory=dict)
     admitted: dict[str, int] = field(default_factory=dict)
     started: dict[str, int] = field(default_factory=dict)

@@ -68,6 +68,8 @@ CommitHook = Callable[["Connection", Completion, datetime], None]
 
 @dataclass
 class WorkerStats:
+    """Counts of what a worker did: its result, summed by the run driver."""
+
     claimed: int = 0
     succeeded: int = 0
     failed: int = 0
@@ -93,6 +95,8 @@ class WorkerStats:
 
 @dataclass
 class WorkerOptions:
+    """How a worker claims and runs: its concurrency, lease, polling and grace period."""
+
     concurrency: int = os.cpu_count() or 2
     lease_seconds: float = attempts.DEFAULT_LEASE_SECONDS
     poll_interval: float = 1.0

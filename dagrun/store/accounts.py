@@ -175,6 +175,8 @@ def _nobody() -> str:
 
 @dataclass(frozen=True)
 class AccountRow:
+    """A web account as listed: never its password hash."""
+
     name: str
     created_at: datetime
     tokens: int
@@ -220,6 +222,8 @@ def login_matches(password: str, stored: str | None) -> bool:
 
 @dataclass(frozen=True)
 class TokenRow:
+    """An API token as listed: its id and account, never the token."""
+
     id: int
     account: str
     last_used_at: datetime | None

@@ -98,6 +98,8 @@ class AuditEntryJson(TypedDict):
 
 @dataclass(frozen=True)
 class Entry:
+    """One operator action of the audit log."""
+
     at: datetime
     actor: str | None
     action: str

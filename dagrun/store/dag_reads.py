@@ -35,6 +35,8 @@ Q = sql.Catalogue("dagrun.store.queries.dag_reads", "dag_reads.")
 
 @dataclass(frozen=True)
 class KnownFile:
+    """A DAG file as the registry recorded it at its last parse."""
+
     path: str
     content_hash: str
     dag_ids: tuple[str, ...]

@@ -27,6 +27,8 @@ Q = sql.Catalogue("dagrun.store.queries.metrics", "metrics.")
 
 @dataclass(frozen=True)
 class Metrics:
+    """What the web page's ``/metrics`` reports: runs, task instances, the queue and leases."""
+
     runs: dict[str, int]
     task_instances: dict[str, int]
     queued: int

@@ -44,6 +44,8 @@ _UNION_CHUNK = 200
 
 @dataclass(frozen=True)
 class RunRow:
+    """A DAG run as the store holds it."""
+
     id: int
     dag_id: str
     run_id: str

@@ -32,6 +32,8 @@ Q = sql.Catalogue("dagrun.store.queries.task_reads", "task_reads.")
 
 @dataclass(frozen=True)
 class TaskRow:
+    """A task instance as the store holds it."""
+
     id: int
     run_pk: int
     task_id: str
@@ -292,6 +294,8 @@ def attempt(
 
 @dataclass(frozen=True)
 class DeadLetter:
+    """A task instance that failed for good, with its last error."""
+
     dag_id: str
     task_id: str
     run_id: str

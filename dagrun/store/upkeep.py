@@ -54,6 +54,8 @@ def lease_owners(conn: Connection) -> set[str]:
 
 @dataclass(frozen=True)
 class Reaped:
+    """A task instance whose lease expired, and whether it failed for good."""
+
     ti_id: int
     run_pk: int
     dag_id: str
@@ -124,6 +126,8 @@ def _failure_event(
 
 @dataclass
 class SweepReport:
+    """What one upkeep sweep did: attempts requeued, leases reaped, callbacks lost."""
+
     requeued: int = 0
     reaped: list[Reaped] = field(default_factory=list)
     lost_callbacks: list[Any] = field(default_factory=list)

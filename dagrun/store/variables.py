@@ -26,6 +26,8 @@ Q = sql.Catalogue("dagrun.store.queries.variables", "variables.")
 
 @dataclass(frozen=True)
 class VariableRow:
+    """A variable as listed."""
+
     key: str
     value: str
     description: str | None

@@ -111,6 +111,8 @@ def fingerprint(password_hash: str) -> str:
 
 @dataclass
 class _Failures:
+    """A client's failed logins: how many, the last, and until when it waits."""
+
     count: int
     last: float
     until: float

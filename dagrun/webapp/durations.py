@@ -46,6 +46,8 @@ _STEPS = (0.01, 0.02, 0.05, 0.1, 0.2, 0.5, *NICE_STEPS)
 
 @dataclass(frozen=True)
 class Point:
+    """A point of the durations chart, with its hover text."""
+
     x: float
     y: float
     title: str

@@ -62,6 +62,8 @@ class Bar:
 
 @dataclass(frozen=True)
 class Row:
+    """One task instance's row of the Gantt chart."""
+
     label: str
     state: str
     y: float

@@ -355,6 +355,8 @@ def _nesting(group: GroupNode) -> int:
 
 @dataclass(frozen=True)
 class _Context:
+    """What placing the graph's nodes needs: each node's layer, rank and upstream."""
+
     layer_of: dict[str, int]
     rank: dict[str, float]
     upstream: dict[str, tuple[str, ...]]

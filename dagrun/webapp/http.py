@@ -78,6 +78,8 @@ class Visitor:
 
 @dataclass(frozen=True)
 class Request:
+    """An HTTP request as the pages read it."""
+
     method: str
     path: str
     query: dict[str, str]
@@ -146,6 +148,8 @@ def check_query(request: Request) -> None:
 
 @dataclass
 class Response:
+    """An HTTP response as the pages make it."""
+
     body: bytes
     content_type: str = "text/html; charset=utf-8"
     status: int = HTTPStatus.OK

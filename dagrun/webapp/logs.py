@@ -29,6 +29,8 @@ class LogSource(Protocol):
 
 @dataclass(frozen=True)
 class LogText:
+    """The tail of a log file, and how much of its head was left out."""
+
     path: Path
     text: str
     skipped_bytes: int

@@ -109,6 +109,8 @@ class GridView:
 
 @dataclass(frozen=True)
 class RunView:
+    """What a run's page shows: the DAG, the run and a line per task."""
+
     dag: DagInfo
     run: RunRow
     lines: list[TaskLine]

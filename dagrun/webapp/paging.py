@@ -14,6 +14,8 @@ MAX_RUNS_PER_PAGE = 100
 
 @dataclass(frozen=True)
 class Paging:
+    """Which runs a grid shows: how many, and before which logical date."""
+
     runs: int
     before: datetime | None
 

@@ -48,6 +48,8 @@ class ValueShown:
 
 @dataclass(frozen=True)
 class ValuesView:
+    """What a task instance's values page shows: its attempts and the values it pushed."""
+
     dag: DagInfo
     run: RunRow
     instance: TaskRow
