@@ -25,23 +25,22 @@ import pickle
 import select
 import signal
 import struct
+import threading
 import time
 from collections import deque
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from dagrun import processes
-
-# Imported by the worker, before it forks: a child importing them after the fork could wait
-# forever on a module lock another thread held at the fork.
-from dagrun.runtime.callback_runner import execute_callback
 from dagrun.runtime.requests import AttemptRequest, AttemptResult, CallbackRequest
-from dagrun.runtime.runner import DagCache, execute, one_line
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles, rendered
 from dagrun.store.logfiles import LogRange
+
+if TYPE_CHECKING:
+    from dagrun.runtime.runner import DagCache
 
 log = logging.getLogger("dagrun.worker")
 
@@ -76,6 +75,8 @@ class Child(processes.ForkedChild):
     answers read so far, where its last attempt's log ended."""
 
     def __init__(self, preload: Sequence[str] = ()) -> None:
+        if threading.active_count() > 1:
+            load_runners()
         super().__init__(child_main, (tuple(preload),), on_parent_death=_kill_attempt_groups)
         self.inbox: deque[Job] = deque()
         self.last_log: LogRange | None = None
@@ -146,9 +147,22 @@ def _kill_attempt_groups() -> None:
         processes.kill_group(pgid)
 
 
+def load_runners() -> None:
+    """Import what running an attempt takes: the runners and, behind them, the authoring
+    API. A child forked while its worker has other threads must find them imported, since
+    one of those threads may hold a module's import lock at the fork, and the child would
+    wait on it forever; the worker imports them first. A child forked from a worker with no
+    other thread (its first children: ``Worker.run`` forks them before starting any) imports
+    them itself, beside the worker's own start, and the worker never needs them."""
+    import dagrun.runtime.callback_runner
+    import dagrun.runtime.runner  # noqa: F401
+
+
 def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
     """A child: run attempts sent by the worker until told to stop (None) or the pipe ends.
     The DAG files in ``preload`` are imported first (see ``AttemptPool``)."""
+    from dagrun.runtime.runner import DagCache  # see ``load_runners``
+
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     # The worker's console handlers write to fd 2, which is the attempt's log file while
     # an attempt runs: the runner's own handler already puts each record there once.
@@ -174,6 +188,9 @@ def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
 def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -> AttemptResult:
     """One attempt (or callback event); whatever goes wrong around it becomes its result,
     never this child's end (the worker would only see a child that died)."""
+    from dagrun.runtime.callback_runner import execute_callback
+    from dagrun.runtime.runner import execute, one_line
+
     _attempt_groups.clear()
 
     def started_group(pgid: int) -> None:

@@ -119,6 +119,7 @@ class RunDriver:
         started = time.monotonic()
         with self.store.write() as conn:
             self._admit(conn, self.store.now(conn))
+        self.worker.fork_children()  # before this process has other threads (see there)
         watcher = threading.Thread(target=self._watch, name="dagrun-driver", daemon=True)
         watcher.start()
         try:

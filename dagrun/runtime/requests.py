@@ -2,10 +2,11 @@
 callback event's request and an attempt's result, plain data sent over a pipe.
 
 Apart from what runs them (``runner``, ``callback_runner``), so that what only builds,
-sends and reads them (``jobs``, ``pacing``, the CLI) imports none of what running a task
-takes. The worker itself imports the runners before it forks its children
-(``attempt_pool``): a child must find loaded what it runs, since importing after a fork
-can wait forever on a module another thread of the worker was importing.
+sends and reads them (``jobs``, ``pacing``, the worker, the CLI) imports none of what
+running a task takes. Children forked before the worker has other threads import the
+runners themselves; a later child finds them imported by the worker before the fork
+(``attempt_pool.load_runners``), since importing after a fork can wait forever on a module
+another thread of the worker was importing.
 """
 
 from __future__ import annotations

@@ -160,6 +160,7 @@ class Worker:
             offset=lambda: self.clock.offset,
         )
         self.pace: Pacing  # set by ``run``, once it has its pool
+        self._pool: AttemptPool | None = None
         self.jobs: Jobs
         self._taken: set[tuple[int, int]] = set()
         self._taken_lock = threading.Lock()
@@ -229,16 +230,25 @@ class Worker:
 
     # ------------------------------------------------------------ the loop
 
+    def fork_children(self) -> AttemptPool:
+        """The attempt children, forked once. A caller that starts threads of its own forks
+        them first (``driver``): children forked from a process with no other thread
+        import the runners themselves (``attempt_pool.load_runners``)."""
+        if self._pool is None:
+            # Everything imported so far lives as long as the process: out of the
+            # collector's sight, full collections stay cheap in the busy loop, and forked
+            # children share those pages instead of copying them when it touches them.
+            gc.freeze()
+            self.clock.check()  # before the children fork: they inherit the measured offset
+            options = self.options
+            self._pool = AttemptPool(
+                options.concurrency, str(options.log_dir), options.stop_grace, options.preload
+            )
+        return self._pool
+
     def run(self) -> WorkerStats:
-        # Everything imported so far lives as long as the process: out of the collector's
-        # sight, full collections stay cheap in the busy loop, and forked children share
-        # those pages instead of copying them when the collector touches them.
-        gc.freeze()
         options = self.options
-        self.clock.check()  # before the children fork: they inherit the measured offset
-        pool = AttemptPool(
-            options.concurrency, str(options.log_dir), options.stop_grace, options.preload
-        )
+        pool = self.fork_children()
         self.pace = Pacing(
             pool,
             prefetch=options.prefetch,
@@ -259,6 +269,7 @@ class Worker:
         finally:
             self.leases.stop()
             pool.close()
+            self._pool = None
             if self._listener is not None:
                 self._listener.close()
         if self._fatal is not None:

@@ -4,10 +4,13 @@ worker are in tests/runtime/test_worker.py and tests/faults/test_child_crashes.p
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import pickle
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections import deque
@@ -281,3 +284,44 @@ def test_a_preloaded_file_that_fails_leaves_its_error_to_the_attempt(dags_dir, t
         assert pool.children[0].process.is_alive()
     finally:
         pool.close()
+
+
+RUNNERS_WHERE = """
+import json, sys, threading
+from collections import deque
+from dagrun.runtime.attempt_pool import AttemptPool, Job
+from tests.helpers import attempt_request, wait_until
+
+threaded = sys.argv[1] == "threaded"
+stop = threading.Event()
+if threaded:
+    threading.Thread(target=stop.wait, daemon=True).start()
+pool = AttemptPool(1, sys.argv[3])
+in_parent = "dagrun.runtime.runner" in sys.modules
+request = attempt_request(sys.argv[2], "pid", sys.argv[3], "noted")
+pool.dispatch(deque([Job(request, None)]), 1)
+((_, result),) = wait_until(lambda: pool.collect(1.0), what="the attempt's end")
+pool.close()
+stop.set()
+print(json.dumps([in_parent, result.outcome.value]))
+"""
+
+
+@pytest.mark.parametrize("threads, in_parent", [("alone", False), ("threaded", True)])
+def test_the_runners_are_imported_by_a_child_forked_alone_else_by_its_worker_first(
+    dags_dir, tmp_path, threads, in_parent
+):
+    """A worker with no other thread forks children that import what runs an attempt
+    themselves (beside the worker's own start); a worker with other threads imports it
+    before forking, since a child importing after the fork could wait forever on a module
+    lock another thread held at that moment. Either way the attempt runs."""
+    path = write_dag(dags_dir, "noted.py", IMPORTS_NOTED)
+    args = [threads, str(path), str(tmp_path / "logs")]
+    done = subprocess.run(
+        [sys.executable, "-c", RUNNERS_WHERE, *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    assert json.loads(done.stdout.splitlines()[-1]) == [in_parent, "success"], done.stderr
