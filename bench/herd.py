@@ -120,7 +120,7 @@ class BackendCpu:
     def __init__(self, url: str, name: str, interval: float = 0.25):
         from sqlalchemy import create_engine, text
 
-        from dagrun.store.engine import normalise_url
+        from dagrun.store.location import normalise_url
 
         self.name = name
         self.interval = interval
@@ -210,7 +210,7 @@ def run_starts(url: str, due: datetime) -> dict:
     started at one instant while its task waits behind the rest of the herd."""
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(url))
     try:

@@ -62,7 +62,7 @@ def pg_schema_mb(url: str) -> float:
     """Tables, indexes and TOAST of the schema in ``url``'s search_path, in MB."""
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(url))
     try:
@@ -82,7 +82,7 @@ def pg_schema_mb(url: str) -> float:
 def pg_successes(url: str) -> int:
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(url))
     try:

@@ -46,7 +46,7 @@ def pg_schema(base: str):
     """A schema of its own for one measurement; its URL, and the schema dropped after."""
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     name = f"bench_{uuid.uuid4().hex[:12]}"
     admin = create_engine(normalise_url(base), isolation_level="AUTOCOMMIT")
@@ -140,7 +140,7 @@ def wait_for_none(
     one of ``procs`` exits first or past ``deadline``."""
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(url))
     query = text(count)
@@ -179,7 +179,7 @@ def audit(url: str, effect_file: Path, expected: int) -> dict:
     """Did every task run exactly once? Task states, attempt rows and side effects agree."""
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(url))
     try:

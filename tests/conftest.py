@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import create_engine, text
 
 from dagrun.store import Store
-from dagrun.store.engine import normalise_url
+from dagrun.store.location import normalise_url
 from tests.helpers import cli_env_in
 
 DEFAULT_PG_URL = "postgresql://postgres@127.0.0.1:5432/test"

@@ -202,7 +202,7 @@ def db_rows(env: dict[str, str], query: str) -> list[tuple]:
     """Rows of a SQL query against the database of a CLI environment (any engine)."""
     from sqlalchemy import create_engine, text
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
     try:
@@ -216,7 +216,7 @@ def table_counts(env: dict[str, str]) -> dict[str, int]:
     """Rows per table of a CLI environment's database (to prove a command changed nothing)."""
     from sqlalchemy import create_engine, inspect
 
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     engine = create_engine(normalise_url(env["DAGRUN_DB_URL"]))
     try:

@@ -186,7 +186,7 @@ _ARGS = "dagrun.args"
 
 def _makes_its_store(ctx: click.Context) -> bool:
     """Whether the command's store (``--db``, else the settings') is not made yet."""
-    from dagrun.store.engine import not_made_yet
+    from dagrun.store.location import not_made_yet
 
     return not_made_yet(ctx.params.get("db"))
 

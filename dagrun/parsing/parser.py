@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING
 from dagrun import processes, settings
 from dagrun.errors import DagFileError
 from dagrun.parsing.discovery import file_hash, python_files
-from dagrun.parsing.spec import DagSpec, FileWarning
 
 if TYPE_CHECKING:
     from multiprocessing.connection import Connection
+
+    from dagrun.parsing.spec import DagSpec, FileWarning
 
 DEFAULT_TIMEOUT: float = settings.get("core.parse_timeout")
 #: A file still importing after this long (or half its time limit, if that is shorter) is
@@ -108,6 +109,9 @@ class _ParseChild(processes.ForkedChild):
         except EOFError:
             error = DagFileError(path, f"import killed the parser ({self.exit_reason()})")
             return FileResult(path, hashes[path], error=error), False
+        # Imported at the first result: the children are forked before it (``prefork``).
+        from dagrun.parsing.spec import DagSpec, FileWarning
+
         failure = DagFileError(path, *reason) if reason else None
         specs = [DagSpec.from_wire(s) for s in specs]
         found = tuple(FileWarning(*w) for w in warnings)

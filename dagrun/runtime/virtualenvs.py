@@ -56,6 +56,7 @@ from dagrun.processes import describe_exit
 from dagrun.runtime.attempt_logs import note
 from dagrun.runtime.commands import GroupListener, run_captured, run_command
 from dagrun.settings import ConfigError
+from dagrun.store.location import dagrun_home
 
 #: What an installer says when a requirement cannot be resolved (pip, then uv): trying
 #: again will not change it.
@@ -146,8 +147,6 @@ def environment_key(env: PythonEnvironment) -> str:
 
 
 def environments_folder(env: PythonEnvironment) -> Path:
-    from dagrun.store.engine import dagrun_home  # SQLAlchemy: not for a parse child
-
     return Path(env.venv_cache_path or dagrun_home() / "venvs").absolute()
 
 

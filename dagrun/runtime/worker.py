@@ -51,8 +51,9 @@ from dagrun.store import Store, attempts, callbacks, registry, run_reads, runs
 from dagrun.store.attempts import Claim, Completion, Outcome
 from dagrun.store.callbacks import CallbackClaim, CallbackEnd
 from dagrun.store.clock import ClockWatch
-from dagrun.store.engine import Listener, dagrun_home
+from dagrun.store.engine import Listener
 from dagrun.store.heartbeats import Pulse, Role
+from dagrun.store.location import dagrun_home
 from dagrun.store.outage import note_failure
 
 if TYPE_CHECKING:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import contextlib
 import functools
 import logging
-import os
 import sqlite3
 import sys
 import time
@@ -36,6 +35,7 @@ from dagrun.errors import (
 )
 from dagrun.store import direct, rendered, sql
 from dagrun.store.direct import DirectConnection, DirectPool
+from dagrun.store.location import sqlite_file, store_url
 from dagrun.store.outage import (
     OUTAGE_SECONDS,
     VALUE_ERRORS,
@@ -50,7 +50,6 @@ from dagrun.store.protocol import SCHEMA_VERSION, WORK_CHANNEL
 from dagrun.store.sqlalchemy_engine import (
     PG_CONNECT_ARGS,
     SQLITE_SYNCHRONOUS,
-    dagrun_home,
     foreign_keys_back_on,
     make_engine,
     sqlite_folder,
@@ -64,29 +63,6 @@ if TYPE_CHECKING:
 Q = sql.Catalogue("dagrun.store.queries.engine", "engine.")
 
 log = logging.getLogger("dagrun.store")
-
-
-def default_url() -> str:
-    return f"sqlite:///{dagrun_home() / 'dagrun.db'}"
-
-
-def store_url(url: str | None = None) -> str:
-    """``url``, else the setting ``core.db_url``, else SQLite under ``DAGRUN_HOME``."""
-    return normalise_url(url or settings.get("core.db_url") or default_url())
-
-
-def not_made_yet(url: str | None = None) -> bool:
-    """Whether the store at ``store_url(url)`` is a SQLite file that does not exist yet."""
-    database = _sqlite_file(store_url(url))
-    return database is not None and not os.path.exists(database)
-
-
-def normalise_url(url: str) -> str:
-    """``postgresql://`` means psycopg 3, as DESIGN promises."""
-    for prefix in ("postgresql://", "postgres://"):
-        if url.startswith(prefix):
-            return "postgresql+psycopg://" + url[len(prefix) :]
-    return url
 
 
 @dataclass(frozen=True)
@@ -133,7 +109,7 @@ class Store:
         self.url = store_url(url)
         self.health: Health | None = None
         self._only_home_folder = only_home_folder
-        database = _sqlite_file(self.url) if direct else None
+        database = sqlite_file(self.url) if direct else None
         self._direct: DirectPool | None = None
         if database is None:
             self.dialect: str = self.engine.dialect.name
@@ -368,14 +344,6 @@ def _sqlalchemy_errors() -> tuple[type[Exception], ...]:
     before)."""
     loaded = sys.modules.get("sqlalchemy.exc")
     return (sqlite3.Error, loaded.SQLAlchemyError) if loaded else (sqlite3.Error,)
-
-
-def _sqlite_file(url: str) -> str | None:
-    """The file of a plain SQLite URL (``sqlite:///path``, no options); None for another."""
-    if not url.startswith("sqlite:///") or "?" in url:
-        return None
-    database = url[len("sqlite:///") :]
-    return database if database and database != ":memory:" else None
 
 
 def _shown(engine: Engine) -> str:

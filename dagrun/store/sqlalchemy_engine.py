@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from dagrun import settings
 from dagrun.errors import StoreError, StoreFolderMissing, UsageError
 from dagrun.store import direct, sql
+from dagrun.store.location import dagrun_home
 
 if TYPE_CHECKING:
     from sqlalchemy import Connection, Engine
@@ -37,10 +38,6 @@ def _dispose_after_fork() -> None:
 
 
 os.register_at_fork(after_in_child=_dispose_after_fork)
-
-
-def dagrun_home() -> Path:
-    return Path(settings.get("core.home")).absolute()
 
 
 #: What to install for a URL's driver (SQLAlchemy's default driver of each backend).

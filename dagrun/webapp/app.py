@@ -17,7 +17,7 @@ from jinja2 import Environment
 
 from dagrun.errors import StoreError
 from dagrun.store import Store
-from dagrun.store.engine import dagrun_home
+from dagrun.store.location import dagrun_home
 from dagrun.webapp.documents import ErrorJson
 from dagrun.webapp.http import (
     NOT_FOUND_ERRORS,

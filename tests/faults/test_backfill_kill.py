@@ -13,7 +13,7 @@ import pytest
 from sqlalchemy import Engine, create_engine, text
 from sqlalchemy.exc import OperationalError, ProgrammingError
 
-from dagrun.store.engine import normalise_url
+from dagrun.store.location import normalise_url
 from tests.helpers import run_cli, start_cli, stop_process, wait_until, write_dag
 
 pytestmark = pytest.mark.slow

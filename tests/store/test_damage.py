@@ -22,7 +22,7 @@ from dagrun.errors import (
     StoreUnavailable,
 )
 from dagrun.store import Store
-from dagrun.store.engine import normalise_url
+from dagrun.store.location import normalise_url
 from dagrun.store.outage import Health, note_failure, ride_out, translate
 from dagrun.store.schema import audit_log, variable
 from tests.helpers import overwrite_root_page

@@ -439,7 +439,7 @@ def test_an_unusable_sqlite_path_is_a_store_error(tmp_path):
 
 
 def test_postgresql_urls_mean_psycopg3():
-    from dagrun.store.engine import normalise_url
+    from dagrun.store.location import normalise_url
 
     assert normalise_url("postgresql://u@h/db") == "postgresql+psycopg://u@h/db"
     assert normalise_url("postgres://u@h/db") == "postgresql+psycopg://u@h/db"
