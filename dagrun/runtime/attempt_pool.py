@@ -19,6 +19,7 @@ attempt's process groups and its own, so nothing runs on.
 from __future__ import annotations
 
 import contextlib
+import gc
 import logging
 import os
 import pickle
@@ -170,6 +171,9 @@ def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
     cache = DagCache()
     for path in preload:
         cache.preload(path)
+    # What the child imported for itself lives as long as it does: out of the collector's
+    # sight, as the worker's own modules are (``Worker.fork_children``).
+    gc.freeze()
     while True:
         try:
             requests = conn.recv()
