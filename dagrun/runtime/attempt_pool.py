@@ -77,7 +77,8 @@ class Child(processes.ForkedChild):
 
     def __init__(self, preload: Sequence[str] = ()) -> None:
         if threading.active_count() > 1:
-            load_runners()
+            with processes.FORK_GUARD.using():  # no other thread forks mid-import
+                load_runners()
         super().__init__(child_main, (tuple(preload),), on_parent_death=_kill_attempt_groups)
         self.inbox: deque[Job] = deque()
         self.last_log: LogRange | None = None
@@ -152,9 +153,11 @@ def load_runners() -> None:
     """Import what running an attempt takes: the runners and, behind them, the authoring
     API. A child forked while its worker has other threads must find them imported, since
     one of those threads may hold a module's import lock at the fork, and the child would
-    wait on it forever; the worker imports them first. A child forked from a worker with no
-    other thread (its first children: ``Worker.run`` forks them before starting any) imports
-    them itself, beside the worker's own start, and the worker never needs them."""
+    wait on it forever; the worker imports them first, holding forks off meanwhile (a
+    scheduler's thread forking a parse child mid-import would leave that child the same
+    held lock). A child forked from a worker with no other thread (its first children: a
+    run's driver forks them before starting any) imports them itself, beside the worker's
+    own start, and the worker never needs them."""
     import dagrun.runtime.callback_runner
     import dagrun.runtime.runner  # noqa: F401
 

@@ -325,3 +325,36 @@ def test_the_runners_are_imported_by_a_child_forked_alone_else_by_its_worker_fir
         cwd=Path(__file__).resolve().parents[2],
     )
     assert json.loads(done.stdout.splitlines()[-1]) == [in_parent, "success"], done.stderr
+
+
+def test_a_worker_importing_the_runners_holds_the_forks_of_its_other_threads_off(monkeypatch):
+    """A scheduler's thread forks parse children while its workers' threads start: a fork
+    in the middle of the runners' import would leave the child a module lock held for good
+    (its own import of the authoring API would then wait forever)."""
+    from dagrun import processes
+    from dagrun.runtime import attempt_pool
+
+    importing, imported = threading.Event(), threading.Event()
+
+    def slow_import() -> None:
+        importing.set()
+        imported.wait(10)
+
+    monkeypatch.setattr(attempt_pool, "load_runners", slow_import)
+    monkeypatch.setattr(processes.ForkedChild, "__init__", lambda self, *args, **kwargs: None)
+    starter = threading.Thread(target=Child)  # a worker's thread, beside this one
+    starter.start()
+    assert importing.wait(10)
+    forked = threading.Event()
+
+    def fork() -> None:
+        with processes.FORK_GUARD.forking():
+            forked.set()
+
+    forker = threading.Thread(target=fork)
+    forker.start()
+    assert not forked.wait(0.5)  # held off while the import runs
+    imported.set()
+    assert forked.wait(10)
+    starter.join(10)
+    forker.join(10)
