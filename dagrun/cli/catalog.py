@@ -64,6 +64,9 @@ COMMANDS = {
 #: changed (most often none). Not those of ``READING_ONLY``, which read files without
 #: importing them (``dags check-airflow``).
 PARSING_COMMANDS = {"dags", "backfill", "run", "trigger", "clear", "test", "tasks", "scheduler"}
+#: Commands that run tasks here through a run's driver: on a SQLite store they get their
+#: first attempt child forked before their module is imported (``attempt_pool.prefork``).
+RUNNING_COMMANDS = {"backfill", "run"}
 READING_ONLY = {("dags", "check-airflow")}
 
 
@@ -163,6 +166,10 @@ class LazyGroup(click.Group):
             from dagrun.parsing import parser
 
             parser.prefork(ctx.params.get("dags_folder") or settings.get("core.dags_folder"))
+        if invoked and name in RUNNING_COMMANDS and not helping and _on_sqlite(ctx):
+            from dagrun.runtime import attempt_pool
+
+            attempt_pool.prefork()
         loaded = importlib.import_module(f"dagrun.cli.{entry.module}")
         command = next((c for c in loaded.COMMANDS if c.name == name), None)
         if command is not None:
@@ -189,6 +196,13 @@ def _makes_its_store(ctx: click.Context) -> bool:
     from dagrun.store.location import not_made_yet
 
     return not_made_yet(ctx.params.get("db"))
+
+
+def _on_sqlite(ctx: click.Context) -> bool:
+    """Whether the command's store (``--db``, else the settings') is a SQLite file."""
+    from dagrun.store.location import sqlite_file, store_url
+
+    return sqlite_file(store_url(ctx.params.get("db"))) is not None
 
 
 def _check_subcommand(ctx: click.Context, command: click.Command | None, args: list[str]) -> None:

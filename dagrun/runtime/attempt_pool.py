@@ -50,6 +50,14 @@ log = logging.getLogger("dagrun.worker")
 LOST_BEFORE_START_LIMIT = 2
 
 
+@dataclass(frozen=True)
+class Preload:
+    """Sent to a child forked ahead (``prefork``) once its pool takes it: the DAG files to
+    import before its first attempt, as a child forked by the pool does as it starts."""
+
+    paths: tuple[str, ...]
+
+
 @dataclass
 class Job:
     """An attempt handed to a child, with what the worker needs to record its end."""
@@ -184,6 +192,10 @@ def child_main(conn: Connection, preload: Sequence[str] = ()) -> None:
             return
         if requests is None:
             return
+        if isinstance(requests, Preload):
+            for path in requests.paths:
+                cache.preload(path)
+            continue
         for request in requests:
             result = _attempt(request, cache, conn)
             try:
@@ -405,14 +417,26 @@ class AttemptPool:
         return [(job, AttemptResult(outcome, reason, None, job.ended - job.started, tail))]
 
     def _top_up(self) -> None:
-        """Fork children until there are ``size``; a fork that fails (no memory, no
-        processes left) is logged and tried again at the next collect."""
+        """Fork children until there are ``size`` (taking the one ``prefork`` started, if
+        any); a fork that fails (no memory, no processes left) is logged and tried again at
+        the next collect."""
         while len(self.children) < self.size:
             try:
-                self.children.append(Child(self.preload))
+                self.children.append(self._spare() or Child(self.preload))
             except OSError as exc:
                 log.warning("cannot start a worker child, will try again: %s", exc)
                 return
+
+    def _spare(self) -> Child | None:
+        """The child ``prefork`` started, told to import this pool's DAG files; None if this
+        process forked none (or it died)."""
+        while _spares:
+            child = _spares.pop()
+            if child.parent == os.getpid() and child.process.is_alive():
+                if self.preload:
+                    child.conn.send(Preload(tuple(self.preload)))
+                return child
+        return None
 
     def kill_busy(self) -> list[Job]:
         """Kill every child that holds jobs (shutdown past the grace period); their jobs."""
@@ -433,6 +457,20 @@ class AttemptPool:
             if child.process.is_alive() or child.inbox:
                 child.kill()
         self.children = []
+
+
+_spares: list[Child] = []
+
+
+def prefork() -> None:
+    """Fork a first child now, before this process imports the command that will run tasks
+    (``cli.catalog``, for ``run`` and ``backfill`` on SQLite): the child imports the runners
+    while its parent imports the rest, instead of after it, and the first ``AttemptPool``
+    takes it (and has it import its DAG files: ``Preload``). Not for a
+    store on PostgreSQL: children inherit the database clock's offset, measured when their
+    worker starts (``Worker.fork_children``). Unused, it ends with this process."""
+    if not _spares:
+        _spares.append(Child())
 
 
 def batch(held: Sequence[Job], buffer: deque[Job], limit: int) -> list[Job]:
