@@ -298,7 +298,7 @@ class DagSpec:
 
     @cached_property
     def _json(self) -> str:
-        data = _plain(self)
+        data = {name: _plain(getattr(self, name)) for name in _DAG_FIELDS}
         data["tasks"] = [_sparse(task) for task in self.tasks]
         return json.dumps(data, sort_keys=True, default=str)
 
@@ -413,6 +413,8 @@ _REQUIRED = object()
 _TASK_DEFAULTS = tuple(
     (f.name, _REQUIRED if f.default is MISSING else f.default) for f in fields(TaskSpec)
 )
+#: A spec's own fields, its tasks aside (``_sparse`` stores those).
+_DAG_FIELDS = tuple(f.name for f in fields(DagSpec) if f.name != "tasks")
 #: A decoded task's fields before what was stored: those with a default.
 _TASK_INITIAL = {name: default for name, default in _TASK_DEFAULTS if default is not _REQUIRED}
 _LEAVES = frozenset({str, int, float, bool, type(None)})
