@@ -18,6 +18,7 @@ attempt's process groups and its own, so nothing runs on.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import gc
 import logging
@@ -468,9 +469,20 @@ def prefork() -> None:
     while its parent imports the rest, instead of after it, and the first ``AttemptPool``
     takes it (and has it import its DAG files: ``Preload``). Not for a
     store on PostgreSQL: children inherit the database clock's offset, measured when their
-    worker starts (``Worker.fork_children``). Unused, it ends with this process."""
+    worker starts (``Worker.fork_children``). Unused, it is killed at exit."""
     if not _spares:
         _spares.append(Child())
+        atexit.register(_end_spares)
+
+
+def _end_spares() -> None:
+    """At exit, kill the child forked ahead that no pool took (the command ran nothing): an
+    attempt child ignores the SIGTERM ``multiprocessing`` ends daemonic children with, and
+    its exit handler would wait for it for good."""
+    while _spares:
+        child = _spares.pop()
+        if child.parent == os.getpid():
+            child.kill()
 
 
 def batch(held: Sequence[Job], buffer: deque[Job], limit: int) -> list[Job]:

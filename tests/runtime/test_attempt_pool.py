@@ -358,3 +358,34 @@ def test_a_worker_importing_the_runners_holds_the_forks_of_its_other_threads_off
     assert forked.wait(10)
     starter.join(10)
     forker.join(10)
+
+
+FORKED_AHEAD = """
+from dagrun import processes
+
+processes.end_without_teardown().code = 0  # as the dagrun program ends, before any import
+
+from dagrun.runtime import attempt_pool
+
+attempt_pool.prefork()
+print(attempt_pool._spares[0].process.pid, flush=True)
+"""
+
+
+def test_a_child_forked_ahead_that_no_pool_took_is_killed_as_the_command_ends():
+    """A ``run`` that finds nothing to do never makes a pool: its child forked ahead (which
+    ignores the SIGTERM multiprocessing ends children with) must not hold the exit up."""
+    done = subprocess.run(
+        [sys.executable, "-c", FORKED_AHEAD], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    pid = int(done.stdout.split()[0])
+    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), 10, what="its end")
+
+
+def _zombie(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
