@@ -433,10 +433,13 @@ class AttemptPool:
         process forked none (or it died)."""
         while _spares:
             child = _spares.pop()
-            if child.parent == os.getpid() and child.process.is_alive():
+            if child.parent != os.getpid():
+                continue  # a forked copy of the list: not this process's child
+            if child.process.is_alive():
                 if self.preload:
                     child.conn.send(Preload(tuple(self.preload)))
                 return child
+            child.kill()  # reaped, its pipe closed
         return None
 
     def kill_busy(self) -> list[Job]:

@@ -389,3 +389,41 @@ def _zombie(pid: int) -> bool:
             return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
     except FileNotFoundError:
         return True
+
+
+TAKEN = """
+import json, sys
+from collections import deque
+from pathlib import Path
+from dagrun.runtime import attempt_pool
+from tests.helpers import attempt_request, wait_until
+
+attempt_pool.prefork()
+ahead = attempt_pool._spares[0].process.pid
+imports = Path(sys.argv[1]).with_suffix(".imports")
+pool = attempt_pool.AttemptPool(1, sys.argv[2], preload=[sys.argv[1]])
+taken = pool.children[0].process.pid
+wait_until(lambda: imports.exists() and imports.read_text().split(), what="the preload")
+request = attempt_request(sys.argv[1], "pid", sys.argv[2], "noted")
+pool.dispatch(deque([attempt_pool.Job(request, None)]), 1)
+((_, result),) = wait_until(lambda: pool.collect(1.0), what="the attempt's end")
+pool.close()
+print(json.dumps([ahead, taken, imports.read_text().split(), result.return_value]))
+"""
+
+
+def test_the_first_pool_takes_the_child_forked_ahead_and_has_it_import_the_dag_file(
+    dags_dir, tmp_path
+):
+    path = write_dag(dags_dir, "noted.py", IMPORTS_NOTED)
+    done = subprocess.run(
+        [sys.executable, "-c", TAKEN, str(path), str(tmp_path / "logs")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=Path(__file__).resolve().parents[2],
+    )
+    ahead, taken, imported_by, ran_in = json.loads(done.stdout.splitlines()[-1])
+    assert taken == ahead, done.stderr
+    assert imported_by == [str(ahead)]  # once, by the child, before the attempt
+    assert int(ran_in) == ahead
