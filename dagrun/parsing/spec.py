@@ -375,19 +375,16 @@ _TASK_DECODERS: dict[str, Callable[[Any], Any]] = {
 
 def _plain(value: Any) -> Any:
     """Dataclasses, tuples and dicts as JSON-ready dicts and lists: what ``asdict`` gives,
-    without its deep copy of every leaf. Plain values are told by their exact type and a
-    dataclass's field names are looked up once per class: a spec holds hundreds of leaves,
-    and this walk was most of what a parse child spends on a file after executing it."""
+    without its deep copy of every leaf. Plain values are told by their exact type, and
+    whether a type is a dataclass (and its field names) is worked out once per type: a spec
+    holds hundreds of leaves, and this walk was most of what a parse child spends on a file
+    after executing it."""
     kind = type(value)
     if kind in _LEAVES:
         return value
-    if kind is tuple or kind is list:
-        return [_plain(item) for item in value]
-    if kind is dict:
-        return {key: _plain(item) for key, item in value.items()}
-    names = _FIELD_NAMES.get(kind)
-    if names is None and is_dataclass(value) and not isinstance(value, type):
-        names = _FIELD_NAMES[kind] = tuple(f.name for f in fields(value))
+    if kind not in _FIELD_NAMES:
+        _FIELD_NAMES[kind] = tuple(f.name for f in fields(kind)) if is_dataclass(kind) else None
+    names = _FIELD_NAMES[kind]
     if names is not None:
         return {name: _plain(getattr(value, name)) for name in names}
     if isinstance(value, (list, tuple)):
@@ -418,8 +415,8 @@ _DAG_FIELDS = tuple(f.name for f in fields(DagSpec) if f.name != "tasks")
 #: A decoded task's fields before what was stored: those with a default.
 _TASK_INITIAL = {name: default for name, default in _TASK_DEFAULTS if default is not _REQUIRED}
 _LEAVES = frozenset({str, int, float, bool, type(None)})
-#: A dataclass's field names, by class (``_plain``).
-_FIELD_NAMES: dict[type, tuple[str, ...]] = {}
+#: A dataclass's field names by type, None for a type that is not one (``_plain``).
+_FIELD_NAMES: dict[type, tuple[str, ...] | None] = {}
 
 
 def _declared(param: Any) -> dict:

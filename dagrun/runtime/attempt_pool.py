@@ -230,6 +230,30 @@ def _attempt(request: AttemptRequest | CallbackRequest, cache: DagCache, conn) -
 
 # ---------------------------------------------------------------- the worker's side
 
+_spares: list[Child] = []
+
+
+def prefork() -> None:
+    """Fork a first child now, before this process imports the command that will run tasks
+    (``cli.catalog``, for ``run`` and ``backfill`` on SQLite): the child imports the runners
+    while its parent imports the rest, instead of after it, and the first ``AttemptPool``
+    takes it (and has it import its DAG files: ``Preload``). Not for a store on
+    PostgreSQL: children inherit the database clock's offset, measured when their worker
+    starts (``Worker.fork_children``). Unused, it is killed at exit."""
+    if not _spares:
+        _spares.append(Child())
+        atexit.register(_end_spares)
+
+
+def _end_spares() -> None:
+    """At exit, kill the child forked ahead that no pool took (the command ran nothing): an
+    attempt child ignores the SIGTERM ``multiprocessing`` ends daemonic children with, and
+    its exit handler would wait for it for good."""
+    while _spares:
+        child = _spares.pop()
+        if child.parent == os.getpid():
+            child.kill()
+
 
 class AttemptPool:
     """``size`` children; hand them buffered jobs, collect results as they come."""
@@ -461,31 +485,6 @@ class AttemptPool:
             if child.process.is_alive() or child.inbox:
                 child.kill()
         self.children = []
-
-
-_spares: list[Child] = []
-
-
-def prefork() -> None:
-    """Fork a first child now, before this process imports the command that will run tasks
-    (``cli.catalog``, for ``run`` and ``backfill`` on SQLite): the child imports the runners
-    while its parent imports the rest, instead of after it, and the first ``AttemptPool``
-    takes it (and has it import its DAG files: ``Preload``). Not for a
-    store on PostgreSQL: children inherit the database clock's offset, measured when their
-    worker starts (``Worker.fork_children``). Unused, it is killed at exit."""
-    if not _spares:
-        _spares.append(Child())
-        atexit.register(_end_spares)
-
-
-def _end_spares() -> None:
-    """At exit, kill the child forked ahead that no pool took (the command ran nothing): an
-    attempt child ignores the SIGTERM ``multiprocessing`` ends daemonic children with, and
-    its exit handler would wait for it for good."""
-    while _spares:
-        child = _spares.pop()
-        if child.parent == os.getpid():
-            child.kill()
 
 
 def batch(held: Sequence[Job], buffer: deque[Job], limit: int) -> list[Job]:

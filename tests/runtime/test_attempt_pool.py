@@ -22,6 +22,7 @@ from dagrun.runtime.attempt_pool import AttemptPool, Child, Job, batch, read_fra
 from dagrun.states import AttemptOutcome
 from dagrun.store import logfiles
 from tests.helpers import attempt_request, wait_until, write_dag
+from tests.test_processes import gone
 
 
 def framed(message: object) -> bytes:
@@ -380,15 +381,7 @@ def test_a_child_forked_ahead_that_no_pool_took_is_killed_as_the_command_ends():
     )
     assert done.returncode == 0, done.stderr
     pid = int(done.stdout.split()[0])
-    wait_until(lambda: not os.path.exists(f"/proc/{pid}") or _zombie(pid), 10, what="its end")
-
-
-def _zombie(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            return stat.read().rsplit(")", 1)[1].split()[0] == "Z"
-    except FileNotFoundError:
-        return True
+    wait_until(lambda: gone(pid), 10, what="its end")
 
 
 TAKEN = """

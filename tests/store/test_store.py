@@ -299,6 +299,17 @@ def undo_version_4(store: Store) -> None:
     )
 
 
+def reopened_from(store: Store, statements: list[str], version: int) -> Store:
+    """``store`` taken back to schema ``version`` by ``statements`` and opened again: the
+    new store's migrations bring it up to date."""
+    with store.write() as conn:
+        for statement in statements:
+            conn.exec_driver_sql(statement)
+        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value=str(version)))
+    store.dispose()
+    return Store(store.url)
+
+
 @pytest.mark.slow
 def test_a_version_1_database_is_brought_up_to_date_keeping_its_rows(store: Store):
     """Version 1 had no log ranges: opening it adds them (2), renames the lease-loss budget
@@ -379,12 +390,7 @@ def test_a_version_9_database_gets_the_record_of_asset_triggered_runs(store: Sto
     """Migration 10 adds ``asset_trigger``: a run's consumed events, gone with the run."""
     spec = make_spec()
     start(store, spec, 1, 1)
-    with store.write() as conn:
-        for statement in VERSION_11_FROM_12 + VERSION_10_FROM_11 + VERSION_9_FROM_10:
-            conn.exec_driver_sql(statement)
-        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="9"))
-    store.dispose()
-    migrated = Store(store.url)
+    migrated = reopened_from(store, VERSION_11_FROM_12 + VERSION_10_FROM_11 + VERSION_9_FROM_10, 9)
     try:
         with migrated.write() as conn:
             assert migrated.schema_version(conn) == 12
@@ -898,12 +904,7 @@ def test_a_lease_is_held_until_it_expires(store: Store):
 def test_a_version_10_database_gets_heartbeats_accounts_and_tokens(store: Store):
     """Migration 11 adds ``heartbeat``, ``account`` and ``api_token`` (gone with its account)."""
     start(store, make_spec(), 1, 1)
-    with store.write() as conn:
-        for statement in VERSION_11_FROM_12 + VERSION_10_FROM_11:
-            conn.exec_driver_sql(statement)
-        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="10"))
-    store.dispose()
-    migrated = Store(store.url)
+    migrated = reopened_from(store, VERSION_11_FROM_12 + VERSION_10_FROM_11, 10)
     try:
         now = datetime.now(UTC)
         with migrated.write() as conn:
@@ -927,11 +928,7 @@ def test_a_version_11_database_gets_the_stats_of_dag_files(store: Store):
     have none (the next sync reads them once more and records them)."""
     with store.write() as conn:
         registry.save_file(conn, "/dags/one.py", "a hash", [], None, None, datetime.now(UTC))
-        for statement in VERSION_11_FROM_12:
-            conn.exec_driver_sql(statement)
-        conn.execute(update(meta).where(meta.c.key == "schema_version").values(value="11"))
-    store.dispose()
-    migrated = Store(store.url)
+    migrated = reopened_from(store, VERSION_11_FROM_12, 11)
     try:
         with migrated.read() as conn:
             assert migrated.schema_version(conn) == 12
